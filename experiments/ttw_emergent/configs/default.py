@@ -1,0 +1,44 @@
+"""Talk The Walk localization with emergent communication: CPU-sized defaults.
+
+Synthetic neighbourhoods by default; set `--config.data.maps_dir=../shared/data/ttw/maps` (or the
+official release's data directory) for the real maps. Finishes in minutes on 2 CPU cores.
+"""
+import ml_collections
+
+
+def get_config():
+    c = ml_collections.ConfigDict()
+    c.seed = 0
+    c.T = 3                      # number of tourist moves
+    c.comm = "continuous"        # continuous | discrete
+    c.masc = True                # False: the no-MASC baseline (shared ordinary 3x3 kernel)
+    c.kernel_init = "identity"   # MASC / no-MASC kernel: identity (+ noise) or normal
+    c.features = 128             # message / embedding size L (the paper uses 500)
+    c.batch_size = 64
+    c.learning_rate = 1e-3       # Adam (peak learning rate)
+    c.lr_schedule = "cosine"     # constant | cosine (linear warm-up, cosine decay to 1%)
+    c.warmup_steps = 200
+    c.num_steps = 4000
+    c.eval_every = 250           # validation accuracy, checkpoint, early-stopping check
+    c.patience = 6               # evaluations without improvement before stopping
+    c.log_every = 10             # also the host-sync period of the training loop
+    c.max_checkpoints = 2
+
+    c.data = ml_collections.ConfigDict()
+    c.data.maps_dir = ""         # empty: synthetic neighbourhoods with the real statistics
+    c.data.neighborhoods = ""    # comma-separated; empty: every map found in maps_dir
+    c.data.synthetic_seed = 0
+
+    c.eval = ml_collections.ConfigDict()
+    c.eval.chunk_size = 8192     # examples per evaluation call
+    c.eval.greedy_messages = True  # discrete: send the most likely bits at evaluation
+
+    c.full_task = ml_collections.ConfigDict()
+    c.full_task.repeats = 8      # episodes per (window, target corner)
+    c.full_task.max_steps = 150
+    c.full_task.max_evals = 3
+    c.full_task.greedy = False   # the guide samples its prediction, as in the paper
+    c.full_task.splits = "test"
+
+    c.write_plots = True
+    return c

@@ -1,0 +1,238 @@
+"""Training and evaluation of Talk The Walk localization with emergent communication.
+
+`train_and_evaluate(config, workdir)` trains a tourist/guide pair on random walks sampled on device,
+checkpoints with orbax (a killed run resumes from its last checkpoint with identical results),
+stops early on validation accuracy, then reports train/valid/test accuracy of the best parameters
+beside the Bayes upper bounds, and the full-task success rate (Algorithm 1).
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+from absl import logging
+from flax.training import train_state
+
+from ttw_jax import maps, viz
+from ttw_jax.data import localization
+from ttw_jax.envs import grid
+from ttw_jax.evaluation.full_task import run_full_task
+from ttw_jax.evaluation.upper_bound import bayes_rate
+from ttw_jax.losses.emergent import localization_loss
+from ttw_jax.models.emergent import Localizer
+from ttw_jax.train import data_parallel as dp
+from ttw_jax.train.checkpoint import Checkpointer
+from ttw_jax.train.logging import MetricWriter
+
+MASK_SEQUENCES = ((grid.UP, grid.UP, grid.UP), (grid.RIGHT, grid.RIGHT, grid.RIGHT),
+                  (grid.DOWN, grid.LEFT, grid.UP), (grid.LEFT, grid.DOWN, grid.RIGHT))
+
+
+def load_data(config: ml_collections.ConfigDict) -> dict[str, maps.Windows]:
+    names = [n for n in config.data.neighborhoods.split(",") if n]
+    return maps.load_windows(config.data.maps_dir or None, config.data.synthetic_seed, names)
+
+
+def build_model(config: ml_collections.ConfigDict) -> Localizer:
+    if config.comm not in ("continuous", "discrete"):
+        raise ValueError(f"config.comm must be 'continuous' or 'discrete', got {config.comm!r}")
+    return Localizer(T=config.T, features=config.features, num_landmark_ids=maps.NUM_LANDMARK_IDS,
+                     masc=config.masc, discrete=config.comm == "discrete",
+                     kernel_init=config.kernel_init)
+
+
+def create_train_state(config, model: Localizer, table: np.ndarray, key: jax.Array):
+    k_params, k_comm, k_data = jax.random.split(key, 3)
+    ex = localization.sample_batch(k_data, jnp.asarray(table), 2, config.T)
+    params = model.init({"params": k_params, "comm": k_comm}, ex["obs"], ex["actions"],
+                        ex["landmarks"])["params"]
+    return train_state.TrainState.create(apply_fn=model.apply, params=params,
+                                         tx=optax.adam(learning_rate_schedule(config)))
+
+
+def learning_rate_schedule(config: ml_collections.ConfigDict):
+    """'constant', or 'cosine': linear warm-up then cosine decay to 1% over `num_steps`."""
+    if config.lr_schedule == "constant":
+        return config.learning_rate
+    if config.lr_schedule == "cosine":
+        return optax.warmup_cosine_decay_schedule(
+            0.0, config.learning_rate, config.warmup_steps, max(config.num_steps, config.warmup_steps + 1),
+            end_value=0.01 * config.learning_rate)
+    raise ValueError(f"config.lr_schedule must be 'constant' or 'cosine', got {config.lr_schedule!r}")
+
+
+def make_evaluator(model: Localizer, mesh, chunk_size: int, greedy: bool):
+    """Returns evaluate(params, examples) -> accuracy over all examples (numpy dict from
+    `enumerate_walks`), computed in padded chunks sharded over the mesh."""
+    chunk = max(mesh.size, chunk_size // mesh.size * mesh.size)
+
+    @jax.jit
+    def correct(params, batch, weight):
+        out = model.apply({"params": params}, batch["obs"], batch["actions"], batch["landmarks"],
+                          greedy=greedy, rngs={"comm": jax.random.key(0)})
+        return jnp.sum((jnp.argmax(out["logits"], -1) == batch["target"]) * weight)
+
+    def evaluate(params, examples: dict) -> float:
+        n = len(examples["target"])
+        total = 0.0
+        for start in range(0, n, chunk):
+            part = {k: v[start:start + chunk] for k, v in examples.items()}
+            m = len(part["target"])
+            pad = lambda x: np.pad(x, [(0, chunk - m)] + [(0, 0)] * (x.ndim - 1))
+            batch = dp.shard_global({k: pad(v) for k, v in part.items()}, dp.batch_sharded(mesh))
+            weight = dp.shard_global(pad(np.ones(m, np.float32)), dp.batch_sharded(mesh))
+            total += float(correct(params, batch, weight))
+        return total / n
+
+    return evaluate
+
+
+def full_task_episodes(table: np.ndarray, repeats: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every (window, target corner) `repeats` times: landmarks (E, 4, 4, K), target (E,)."""
+    w, nx, ny, _ = table.shape
+    win = np.repeat(np.arange(w), nx * ny * repeats)
+    target = np.tile(np.repeat(np.arange(nx * ny), repeats), w)
+    return table[win], target.astype(np.int32)
+
+
+def make_predict_fn(model: Localizer, params, greedy_messages: bool) -> Callable:
+    def predict(obs, actions, landmarks):
+        return model.apply({"params": params}, obs, actions, landmarks, greedy=greedy_messages,
+                           rngs={"comm": jax.random.key(0)})["logits"]
+    return predict
+
+
+def evaluate_full_task(config, model, params, table: np.ndarray, key: jax.Array) -> dict:
+    landmarks, target = full_task_episodes(table, config.full_task.repeats)
+    predict = make_predict_fn(model, params, config.eval.greedy_messages)
+    run = jax.jit(lambda k, lm, tg: run_full_task(
+        k, predict, lm, tg, config.T, config.full_task.max_steps, config.full_task.max_evals,
+        config.full_task.greedy))
+    return run(key, jnp.asarray(landmarks), jnp.asarray(target)).summary()
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
+                       hooks: Sequence[Callable[[int], None]] = ()) -> dict:
+    """Trains, checkpoints into `workdir`, evaluates; returns (and writes) the results dict.
+
+    `hooks` are called with the step number after every training step (tests use one to
+    simulate a crash).
+    """
+    os.makedirs(workdir, exist_ok=True)
+    data = load_data(config)
+    tables = {s: w.landmarks for s, w in data.items()}
+    mesh = dp.make_mesh()
+    dp.check_batch_size(config.batch_size, mesh)
+    model = build_model(config)
+    base = jax.random.key(config.seed)
+    state = create_train_state(config, model, tables["train"], jax.random.fold_in(base, 0))
+    best_params = state.params
+
+    ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), config.max_checkpoints)
+    writer = MetricWriter(workdir)
+    meta = {"step": 0, "best_valid": -1.0, "best_step": 0, "bad_evals": 0, "stopped": False}
+    restored = ckpt.restore_latest({"state": state, "best_params": best_params})
+    if restored is not None:
+        (trees, meta) = restored
+        state, best_params = trees["state"], trees["best_params"]
+        logging.info("Resumed from step %d of %s", meta["step"], workdir)
+    writer.truncate_after(meta["step"])
+    state = dp.replicate(state, mesh)
+
+    loss_fn = localization_loss(model.apply, discrete=config.comm == "discrete")
+    train_step = dp.make_train_step(loss_fn, mesh)
+    train_table = dp.replicate(jnp.asarray(tables["train"]), mesh)
+    sample = jax.jit(lambda k, tbl: localization.sample_batch(k, tbl, config.batch_size, config.T),
+                     out_shardings=dp.batch_sharded(mesh))
+    evaluate = make_evaluator(model, mesh, config.eval.chunk_size, config.eval.greedy_messages)
+    examples = {s: localization.enumerate_walks(t, config.T) for s, t in tables.items()}
+    step_key = jax.random.fold_in(base, 1)
+
+    progress = None
+    if jax.process_index() == 0:
+        from tqdm import tqdm
+        progress = tqdm(total=config.num_steps, initial=meta["step"], desc="train", leave=False)
+    pending, t0 = [], time.time()
+    step = meta["step"]
+    while step < config.num_steps and not meta["stopped"]:
+        step += 1
+        k_data, k_comm = jax.random.split(jax.random.fold_in(step_key, step))
+        state, metrics = train_step(state, sample(k_data, train_table), k_comm)
+        pending.append(metrics)
+        for hook in hooks:
+            hook(step)
+        if step % config.log_every == 0 or step % config.eval_every == 0 or step == config.num_steps:
+            host = jax.device_get(pending)  # also bounds the number of in-flight steps
+            scalars = {f"train/{k}": float(np.mean([m[k] for m in host])) for k in host[0]}
+            scalars["train/steps_per_second"] = len(host) / max(time.time() - t0, 1e-9)
+            pending, t0 = [], time.time()
+            if progress is not None:
+                progress.update(len(host))
+                progress.set_postfix(loss=f"{scalars['train/loss']:.3f}")
+            if step % config.eval_every == 0 or step == config.num_steps:
+                valid = evaluate(state.params, examples["valid"])
+                scalars["valid/accuracy"] = valid
+                if valid > meta["best_valid"]:
+                    meta.update(best_valid=valid, best_step=step, bad_evals=0)
+                    best_params = jax.tree_util.tree_map(jnp.copy, state.params)
+                else:
+                    meta["bad_evals"] += 1
+                    meta["stopped"] = meta["bad_evals"] >= config.patience
+                meta["step"] = step
+                ckpt.save(step, {"state": state, "best_params": best_params}, meta)
+            writer.write(step, scalars)
+    if progress is not None:
+        progress.close()
+    ckpt.close()
+
+    results = {"config": config.to_dict(), "best_step": meta["best_step"], "last_step": step}
+    for split in maps.SPLITS:
+        correct, total = bayes_rate(tables[split], config.T, condition_on_actions=True)
+        correct_na, _ = bayes_rate(tables[split], config.T, condition_on_actions=False)
+        results[split] = {"accuracy": evaluate(best_params, examples[split]),
+                          "upper_bound": correct / total, "upper_bound_no_actions": correct_na / total,
+                          "examples": total}
+    ft_key = jax.random.fold_in(base, 2)
+    for split in [s for s in config.full_task.splits.split(",") if s]:
+        results[split]["full_task"] = evaluate_full_task(
+            config, model, best_params, tables[split], jax.random.fold_in(ft_key, maps.SPLITS.index(split)))
+
+    if jax.process_index() == 0:
+        with open(os.path.join(workdir, "results.json"), "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=2)
+        if config.write_plots:
+            write_plots(config, model, best_params, writer.history(), results, workdir)
+        print(format_results(results))
+    writer.close()
+    return results
+
+
+def write_plots(config, model: Localizer, params, history, results, workdir: str) -> None:
+    viz.plot_learning_curve(history, os.path.join(workdir, "learning_curve.png"),
+                            hlines={"valid upper bound": results["valid"]["upper_bound"]})
+    if config.masc and config.T > 0:
+        seqs = np.asarray([s[:config.T] + (grid.UP,) * (config.T - len(s)) for s in MASK_SEQUENCES])
+        masks = model.apply({"params": params}, jnp.asarray(seqs), method=Localizer.masks)
+        labels = ["-".join(grid.ACTION_NAMES[a] for a in s) for s in seqs]
+        viz.plot_masks(np.asarray(masks), labels, os.path.join(workdir, "masc_masks.png"))
+
+
+def format_results(results: dict) -> str:
+    c = results["config"]
+    lines = [f"T={c['T']} comm={c['comm']} masc={c['masc']} L={c['features']} "
+             f"(best step {results['best_step']} of {results['last_step']})",
+             f"{'split':<6} {'accuracy':>9} {'upper bound':>12} {'UB no actions':>14} {'full-task success':>18} {'mean steps':>11}"]
+    for split in maps.SPLITS:
+        r = results[split]
+        ft = r.get("full_task")
+        lines.append(f"{split:<6} {r['accuracy']:9.4f} {r['upper_bound']:12.4f} "
+                     f"{r['upper_bound_no_actions']:14.4f} "
+                     + (f"{ft['success_rate']:18.4f} {ft['mean_steps_ended']:11.2f}" if ft else ""))
+    return "\n".join(lines)

@@ -1,0 +1,25 @@
+"""Test set-up: 8 fake CPU devices, and the real data beside the checkout (`../shared/data`)."""
+import os
+
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                           " --xla_force_host_platform_device_count=8").strip()
+
+import pytest  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
+
+
+def shared_path(*parts: str) -> str:
+    """Path under ../shared/data; a test needing it fails in CI and is skipped elsewhere if absent."""
+    path = os.path.join(SHARED_DATA, *parts)
+    if not os.path.exists(path):
+        if os.environ.get("CI"):
+            pytest.fail(f"shared data missing in CI: {path}")
+        pytest.skip(f"shared data not available: {path}")
+    return path
+
+
+@pytest.fixture
+def real_maps_dir() -> str:
+    return shared_path("ttw", "maps")

@@ -1,0 +1,1 @@
+"""Batches built on device from environments and dataset arrays."""

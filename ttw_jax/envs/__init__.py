@@ -1,0 +1,1 @@
+"""On-device environments: pure `reset`/`step` over state dataclasses, vmapped and scanned."""

@@ -1,0 +1,1 @@
+"""Evaluation: Bayes upper bounds and the full Talk The Walk task."""

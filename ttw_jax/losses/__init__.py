@@ -1,0 +1,1 @@
+"""Training objectives: `loss_fn(params, batch, rng) -> (loss, metrics)`."""

@@ -1,0 +1,1 @@
+"""Flax models (linen, pure `init`/`apply`)."""

@@ -1,0 +1,1 @@
+"""The trainer library shared by every experiment: data-parallel steps, checkpoints, logging."""

@@ -1,0 +1,43 @@
+"""Orbax checkpoints of a training run: the train state, the best parameters and loop bookkeeping."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import jax
+import orbax.checkpoint as ocp
+
+
+class Checkpointer:
+    """Saves {'state', 'best_params'} pytrees plus a JSON dict of loop bookkeeping per step.
+
+    `restore_latest(template)` returns (pytrees, bookkeeping) of the newest complete checkpoint,
+    or None when the directory holds none. Incomplete (killed mid-write) steps are ignored.
+    """
+
+    def __init__(self, directory: str, max_to_keep: int = 2):
+        self.manager = ocp.CheckpointManager(
+            os.path.abspath(directory),
+            options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True,
+                                                 cleanup_tmp_directories=True),
+            item_names=("train", "meta"))
+
+    def save(self, step: int, train: Any, meta: dict) -> None:
+        self.manager.save(step, args=ocp.args.Composite(
+            train=ocp.args.StandardSave(train), meta=ocp.args.JsonSave(meta)))
+        self.manager.wait_until_finished()
+
+    def latest_step(self) -> int | None:
+        return self.manager.latest_step()
+
+    def restore_latest(self, template: Any) -> tuple[Any, dict] | None:
+        step = self.manager.latest_step()
+        if step is None:
+            return None
+        abstract = jax.tree_util.tree_map(ocp.utils.to_shape_dtype_struct, template)
+        out = self.manager.restore(step, args=ocp.args.Composite(
+            train=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()))
+        return out["train"], dict(out["meta"])
+
+    def close(self) -> None:
+        self.manager.close()

@@ -1,0 +1,84 @@
+"""Data-parallel training over a 1-D `('data',)` device mesh (the pmap-equivalent step).
+
+The step is one `jax.jit` program: parameters and optimizer state are replicated, the batch is
+sharded along its leading axis, and the loss is the mean over the *global* batch, so XLA inserts
+the gradient all-reduce. It scales from one CPU to a multi-host TPU pod unchanged; with equal
+shards it equals a `jax.pmap` step that averages the per-device losses (tested).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import numpy as np
+from flax.training import train_state
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+AXIS = "data"
+LossFn = Callable[[Any, Any, jax.Array], tuple[jax.Array, dict]]
+
+
+def make_mesh(devices=None) -> Mesh:
+    """A 1-D mesh over all (global) devices, axis name 'data'."""
+    return Mesh(np.asarray(devices if devices is not None else jax.devices()), (AXIS,))
+
+
+def replicated(mesh: Mesh) -> NamedSharding:
+    return NamedSharding(mesh, P())
+
+
+def batch_sharded(mesh: Mesh) -> NamedSharding:
+    """Shards the leading (batch) axis over the 'data' axis."""
+    return NamedSharding(mesh, P(AXIS))
+
+
+def check_batch_size(batch_size: int, mesh: Mesh) -> None:
+    if batch_size % mesh.size:
+        raise ValueError(f"batch size {batch_size} is not divisible by the {mesh.size} devices "
+                         f"of the '{AXIS}' mesh; pick a multiple of {mesh.size}")
+
+
+def make_train_step(loss_fn: LossFn, mesh: Mesh, donate: bool = True):
+    """Returns step(state, batch, rng) -> (state, metrics), jitted over `mesh`.
+
+    `loss_fn(params, batch, rng) -> (loss, metrics)` computes the mean over the global batch.
+    The input state's buffers are donated.
+    """
+    def step(state: train_state.TrainState, batch, rng):
+        (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, batch, rng)
+        return state.apply_gradients(grads=grads), metrics
+
+    repl, data = replicated(mesh), batch_sharded(mesh)
+    return jax.jit(step, in_shardings=(repl, data, repl), out_shardings=(repl, repl),
+                   donate_argnums=(0,) if donate else ())
+
+
+def make_pmap_train_step(loss_fn: LossFn):
+    """The literal `jax.pmap` formulation, kept as the reference the jit step is tested against.
+
+    Inputs carry a leading device axis (per-device state copies, batch shards, rngs). Each device
+    differentiates its local loss and the gradients are averaged with `pmean`. (Measured on
+    jax 0.10.2: under `pmap` the mapped parameters are device-varying, so `pmean(grad)` is the
+    correct mean gradient and `grad(pmean(loss))` returns only the local gradient; inside a bare
+    `shard_map` with replicated parameters it is the other way round.)
+    """
+    def step(state, batch, rng):
+        (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, batch, rng)
+        grads = jax.lax.pmean(grads, AXIS)
+        return state.apply_gradients(grads=grads), jax.lax.pmean(metrics, AXIS)
+
+    return jax.pmap(step, axis_name=AXIS)
+
+
+def replicate(tree, mesh: Mesh):
+    """A copy of `tree` on every device of `mesh`, built from host values: it never aliases the
+    input's buffers (so donating it is safe) and works across hosts."""
+    return shard_global(tree, replicated(mesh))
+
+
+def shard_global(tree, sharding: NamedSharding):
+    """Builds global arrays from host arrays that every process holds in full (multi-host safe)."""
+    def put(x):
+        x = np.asarray(x)
+        return jax.make_array_from_callback(x.shape, sharding, lambda idx: x[idx])
+    return jax.tree_util.tree_map(put, tree)
