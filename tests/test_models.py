@@ -71,3 +71,19 @@ def test_overfits_a_tiny_batch(discrete):
                       greedy=True)
     assert float(jnp.mean(jnp.argmax(out["logits"], -1) == batch["target"])) == 1.0
     assert float(metrics["ce"]) < (0.5 if discrete else 0.1)
+
+
+def test_partition_gates_give_each_dimension_to_one_step():
+    from ttw_jax.models.emergent import partition_gate_init
+    g = partition_gate_init(jax.random.key(0), (4, 10))
+    owners = np.asarray(g > 0)
+    assert owners.sum(0).tolist() == [1] * 10        # one step per dimension
+    assert sorted(owners.sum(1).tolist()) == [2, 2, 3, 3]  # balanced over the 4 steps
+    assert set(np.unique(np.asarray(g)).tolist()) == {-4.0, 4.0}
+
+
+def test_discrete_tourist_has_message_biases():
+    batch = tiny_batch()
+    disc = init(Localizer(T=T, features=8, num_landmark_ids=maps.NUM_LANDMARK_IDS, discrete=True), batch)
+    cont = init(Localizer(T=T, features=8, num_landmark_ids=maps.NUM_LANDMARK_IDS), batch)
+    assert {"obs_bias", "act_bias"} <= set(disc["tourist"]) and "obs_bias" not in cont["tourist"]

@@ -74,12 +74,20 @@ def test_killed_run_resumes_to_the_same_result(uninterrupted, tmp_path):
     assert steps == sorted(steps) and len(steps) == len(set(steps))
 
 
+def test_resuming_with_another_config_is_refused(uninterrupted):
+    workdir, _ = uninterrupted
+    with pytest.raises(ValueError, match=r"another config \(features: 16 -> 32\)"):
+        train.train_and_evaluate(tiny_config(features=32), workdir)
+
+
 def test_discrete_no_masc_config_trains(tmp_path):
     res = train.train_and_evaluate(tiny_config(comm="discrete", masc=False, num_steps=10), str(tmp_path))
     assert np.isfinite(res["valid"]["accuracy"])
     assert not os.path.exists(os.path.join(str(tmp_path), "masc_masks.png"))
 
 
-def test_unknown_comm_is_rejected(tmp_path):
-    with pytest.raises(ValueError, match="config.comm"):
-        train.train_and_evaluate(tiny_config(comm="telepathy"), str(tmp_path))
+@pytest.mark.parametrize("override, field", [({"comm": "telepathy"}, "config.comm"),
+                                             ({"lr_schedule": "step"}, "config.lr_schedule")])
+def test_bad_config_values_are_rejected(tmp_path, override, field):
+    with pytest.raises(ValueError, match=field):
+        train.train_and_evaluate(tiny_config(**override), str(tmp_path))

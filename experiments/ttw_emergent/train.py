@@ -35,6 +35,35 @@ MASK_SEQUENCES = ((grid.UP, grid.UP, grid.UP), (grid.RIGHT, grid.RIGHT, grid.RIG
                   (grid.DOWN, grid.LEFT, grid.UP), (grid.LEFT, grid.DOWN, grid.RIGHT))
 
 
+# Settings that may change when a run is resumed; anything else must match the checkpoints.
+RESUMABLE_CHANGES = ("num_steps", "patience", "write_plots", "full_task", "eval.chunk_size")
+
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        out.update(_flatten(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+    return out
+
+
+def check_workdir_config(config: ml_collections.ConfigDict, workdir: str) -> None:
+    """Records the config in `<workdir>/config.json`; refuses to resume a run whose config differs."""
+    path = os.path.join(workdir, "config.json")
+    current = json.loads(config.to_json())
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            saved = _flatten(json.load(f))
+        new = _flatten(current)
+        diff = [f"{k}: {saved.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(saved) | set(new))
+                if saved.get(k) != new.get(k) and not k.startswith(RESUMABLE_CHANGES)]
+        if diff:
+            raise ValueError(f"{workdir} holds a run with another config ({'; '.join(diff)}); "
+                             "resume it with the same config or choose a new --workdir")
+    if jax.process_index() == 0:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(current, f, indent=2)
+
+
 def load_data(config: ml_collections.ConfigDict) -> dict[str, maps.Windows]:
     names = [n for n in config.data.neighborhoods.split(",") if n]
     return maps.load_windows(config.data.maps_dir or None, config.data.synthetic_seed, names)
@@ -45,7 +74,8 @@ def build_model(config: ml_collections.ConfigDict) -> Localizer:
         raise ValueError(f"config.comm must be 'continuous' or 'discrete', got {config.comm!r}")
     return Localizer(T=config.T, features=config.features, num_landmark_ids=maps.NUM_LANDMARK_IDS,
                      masc=config.masc, discrete=config.comm == "discrete",
-                     kernel_init=config.kernel_init)
+                     kernel_init=config.kernel_init, tourist_init_std=config.tourist_init_std,
+                     tourist_gate_init=config.tourist_gate_init)
 
 
 def create_train_state(config, model: Localizer, table: np.ndarray, key: jax.Array):
@@ -135,6 +165,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     state = create_train_state(config, model, tables["train"], jax.random.fold_in(base, 0))
     best_params = state.params
 
+    check_workdir_config(config, workdir)
     ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), config.max_checkpoints)
     writer = MetricWriter(workdir)
     meta = {"step": 0, "best_valid": -1.0, "best_step": 0, "bad_evals": 0, "stopped": False}

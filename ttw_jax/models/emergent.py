@@ -18,6 +18,18 @@ from ttw_jax.models.masc import MASC, NoMASC
 _gate_init = nn.initializers.normal(0.1)
 
 
+def partition_gate_init(key, shape, dtype=jnp.float32, scale: float = 4.0):
+    """(S, N) gate logits giving each of the N dimensions to one of the S steps (a random
+    balanced partition): +scale on its step, -scale elsewhere, so a message dimension starts
+    out carrying a single step's observation or action."""
+    steps, n = shape
+    owner = jax.random.permutation(key, jnp.arange(n) % steps)
+    return jnp.where(jnp.arange(steps)[:, None] == owner[None], scale, -scale).astype(dtype)
+
+
+GATE_INITS = {"normal": _gate_init, "partition": partition_gate_init}
+
+
 class BagOfLandmarks(nn.Module):
     """Sum of landmark embeddings over the last axis of `ids` (..., K); id 0 is padding."""
     num_ids: int
@@ -40,25 +52,35 @@ class Message:
 class Tourist(nn.Module):
     """Gated sums of observation and action embeddings: returns a `Message` of (B, N) vectors.
 
-    For discrete communication these are the logits of the Bernoulli bits.
+    For discrete communication these are the logits of the Bernoulli bits. `init_std` is the
+    embeddings' initial scale, `gate_init` the positional gates' ('normal' or 'partition'),
+    `use_bias` adds a learned offset per message dimension.
     """
     T: int
     features: int
     num_landmark_ids: int
     num_actions: int = 4
     use_actions: bool = True
+    init_std: float = 0.1
+    use_bias: bool = False
+    gate_init: str = "normal"
 
     @nn.compact
     def __call__(self, obs: jax.Array, actions: jax.Array) -> Message:
         """obs: (B, T+1, K) landmark ids; actions: (B, T) agnostic action ids."""
-        emb = BagOfLandmarks(self.num_landmark_ids, self.features, name="obs_emb")(obs)
-        gates = self.param("obs_gates", _gate_init, (self.T + 1, self.features))
+        emb = BagOfLandmarks(self.num_landmark_ids, self.features, self.init_std, name="obs_emb")(obs)
+        gates = self.param("obs_gates", GATE_INITS[self.gate_init], (self.T + 1, self.features))
         msg_obs = jnp.sum(emb * jax.nn.sigmoid(gates), axis=1)
         msg_act = None
         if self.use_actions and self.T > 0:
-            act = nn.Embed(self.num_actions, self.features, name="act_emb")(actions)
-            act_gates = self.param("act_gates", _gate_init, (self.T, self.features))
+            act = nn.Embed(self.num_actions, self.features, name="act_emb",
+                           embedding_init=nn.initializers.normal(self.init_std))(actions)
+            act_gates = self.param("act_gates", GATE_INITS[self.gate_init], (self.T, self.features))
             msg_act = jnp.sum(act * jax.nn.sigmoid(act_gates), axis=1)
+        if self.use_bias:  # lets a bit be confidently off when its landmarks are absent
+            msg_obs = msg_obs + self.param("obs_bias", nn.initializers.zeros, (self.features,))
+            if msg_act is not None:
+                msg_act = msg_act + self.param("act_bias", nn.initializers.zeros, (self.features,))
         return Message(msg_obs, msg_act)
 
 
@@ -116,9 +138,13 @@ class Localizer(nn.Module):
     masc: bool = True
     discrete: bool = False
     kernel_init: str = "normal"
+    tourist_init_std: float = 0.1
+    tourist_gate_init: str = "normal"
 
     def setup(self):
-        self.tourist = Tourist(self.T, self.features, self.num_landmark_ids, use_actions=self.masc)
+        self.tourist = Tourist(self.T, self.features, self.num_landmark_ids, use_actions=self.masc,
+                               init_std=self.tourist_init_std, use_bias=self.discrete,
+                               gate_init=self.tourist_gate_init)
         self.guide = Guide(self.T, self.features, self.num_landmark_ids, masc=self.masc,
                            read_obs=self.discrete, kernel_init=self.kernel_init)
         if self.discrete:
