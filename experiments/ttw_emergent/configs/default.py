@@ -20,7 +20,7 @@ def get_config():
     c.learning_rate = 3e-3       # Adam (peak learning rate)
     c.lr_schedule = "cosine"     # constant | cosine (linear warm-up, cosine decay to 1%)
     c.warmup_steps = 200
-    c.num_steps = 10000
+    c.num_steps = 8000
     c.eval_every = 1000          # validation accuracy, checkpoint, early-stopping check
     c.patience = 6               # evaluations without improvement before stopping
     c.log_every = 10             # also the host-sync period of the training loop
