@@ -29,7 +29,8 @@ def bayes_rate(table: np.ndarray, T: int, condition_on_actions: bool = True,
     if condition_on_actions:
         cols.append(ex["actions"])
     _, group = np.unique(np.concatenate(cols, axis=1), axis=0, return_inverse=True)
-    pairs, counts = np.unique(group.ravel() * 16 + ex["target"], return_counts=True)
+    cells = table.shape[1] * table.shape[2]
+    pairs, counts = np.unique(group.ravel() * cells + ex["target"], return_counts=True)
     best = np.zeros(group.max() + 1, np.int64)
-    np.maximum.at(best, pairs // 16, counts)
+    np.maximum.at(best, pairs // cells, counts)
     return int(best.sum()), n
