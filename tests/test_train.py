@@ -74,10 +74,12 @@ def test_killed_run_resumes_to_the_same_result(uninterrupted, tmp_path):
     assert steps == sorted(steps) and len(steps) == len(set(steps))
 
 
-def test_resuming_with_another_config_is_refused(uninterrupted):
+@pytest.mark.parametrize("override, change", [({"features": 32}, "features: 16 -> 32"),
+                                              ({"num_steps": 40}, "num_steps: 30 -> 40")])
+def test_resuming_with_another_config_is_refused(uninterrupted, override, change):
     workdir, _ = uninterrupted
-    with pytest.raises(ValueError, match=r"another config \(features: 16 -> 32\)"):
-        train.train_and_evaluate(tiny_config(features=32), workdir)
+    with pytest.raises(ValueError, match=rf"another config \({change}\)"):
+        train.train_and_evaluate(tiny_config(**override), workdir)
 
 
 def test_discrete_no_masc_config_trains(tmp_path):

@@ -36,7 +36,8 @@ MASK_SEQUENCES = ((grid.UP, grid.UP, grid.UP), (grid.RIGHT, grid.RIGHT, grid.RIG
 
 
 # Settings that may change when a run is resumed; anything else must match the checkpoints.
-RESUMABLE_CHANGES = ("num_steps", "patience", "write_plots", "full_task", "eval.chunk_size")
+# (Not num_steps: it sets the length of the cosine learning-rate schedule.)
+RESUMABLE_CHANGES = ("patience", "write_plots", "full_task", "eval.chunk_size")
 
 
 def _flatten(d: dict, prefix: str = "") -> dict:
