@@ -54,3 +54,42 @@ def test_batch_must_divide_over_devices():
     import pytest
     with pytest.raises(ValueError, match="not divisible"):
         dp.check_batch_size(12, dp.make_mesh())
+
+
+def test_simulator_in_the_loop_step_with_consts_equals_pmap_step():
+    """The Touchdown imitation step (simulator and feature table passed as replicated consts)."""
+    from ttw_jax.data import pano_features, touchdown_nav
+    from ttw_jax.data.touchdown_synthetic import synthetic_records
+    from ttw_jax.envs import touchdown as td
+    from ttw_jax.envs.reference import TouchdownReference
+    from ttw_jax.graphs.touchdown import compile_touchdown, synthetic_street_grid
+    from ttw_jax.losses.touchdown_nav import imitation_loss
+    from ttw_jax.models.touchdown_nav import Navigator
+
+    n = jax.device_count()
+    nodes, links = synthetic_street_grid(num_avenues=3, num_streets=3, panos_per_block=3)
+    graph, table = compile_touchdown(nodes, links)
+    records = synthetic_records(links, 16, seed=0, max_route_len=20)
+    vocab = touchdown_nav.Vocabulary.build(r["navigation_text"] for r in records)
+    eps = touchdown_nav.episodes(records, table, TouchdownReference(links), vocab, 32, 24, 24)
+    batch = {k: eps[k] for k in ("start_pano", "start_heading", "tokens", "token_len", "gold",
+                                 "gold_len")}
+    consts = (td.compile_sim(graph),
+              jnp.asarray(pano_features.synthetic_pano_features(graph, width=8, dim=4)))
+    model = Navigator(len(vocab), "ga", text_hidden=8, hidden=8, conv_features=4, action_dim=4)
+    params = model.init(jax.random.key(0), jnp.ones((2, 3), jnp.int32), jnp.full((2,), 3),
+                        jnp.zeros((2, 2, 3, 4)), jnp.zeros((2, 2), jnp.int32))
+    state = train_state.TrainState.create(apply_fn=model.apply, params=params, tx=optax.adam(1e-2))
+    loss_fn = imitation_loss(model, crop=3, horizon=24)
+    mesh = dp.make_mesh()
+    jit_step = dp.make_train_step(loss_fn, mesh, num_consts=2)
+    pmap_step = dp.make_pmap_train_step(loss_fn)
+    s_jit, m_jit = jit_step(dp.replicate(state, mesh), dp.shard_global(batch, dp.batch_sharded(mesh)),
+                            jax.random.key(0), *dp.replicate(consts, mesh))
+    stack = lambda tree: jax.tree_util.tree_map(lambda x: jnp.stack([x] * n), tree)
+    shards = jax.tree_util.tree_map(lambda x: x.reshape(n, -1, *x.shape[1:]), batch)
+    s_pmap, m_pmap = pmap_step(stack(state), shards, jax.random.split(jax.random.key(0), n),
+                               *stack(consts))
+    np.testing.assert_allclose(m_jit["loss"], np.mean(m_pmap["loss"]), rtol=1e-5)
+    for a, p in zip(jax.tree_util.tree_leaves(s_jit.params), jax.tree_util.tree_leaves(s_pmap.params)):
+        np.testing.assert_allclose(a, p[0], rtol=2e-5, atol=2e-6)

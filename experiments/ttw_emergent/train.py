@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from typing import Callable, Sequence
 
 import jax
@@ -17,7 +16,6 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import optax
-from absl import logging
 from flax.training import train_state
 
 from ttw_jax import maps, viz
@@ -28,8 +26,9 @@ from ttw_jax.evaluation.upper_bound import bayes_rate
 from ttw_jax.losses.emergent import localization_loss
 from ttw_jax.models.emergent import Localizer
 from ttw_jax.train import data_parallel as dp
-from ttw_jax.train.checkpoint import Checkpointer
 from ttw_jax.train.logging import MetricWriter
+from ttw_jax.train.loop import fit
+from ttw_jax.train.workdir import check_workdir_config
 
 MASK_SEQUENCES = ((grid.UP, grid.UP, grid.UP), (grid.RIGHT, grid.RIGHT, grid.RIGHT),
                   (grid.DOWN, grid.LEFT, grid.UP), (grid.LEFT, grid.DOWN, grid.RIGHT))
@@ -38,31 +37,6 @@ MASK_SEQUENCES = ((grid.UP, grid.UP, grid.UP), (grid.RIGHT, grid.RIGHT, grid.RIG
 # Settings that may change when a run is resumed; anything else must match the checkpoints.
 # (Not num_steps: it sets the length of the cosine learning-rate schedule.)
 RESUMABLE_CHANGES = ("patience", "write_plots", "full_task", "eval.chunk_size")
-
-
-def _flatten(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        out.update(_flatten(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
-    return out
-
-
-def check_workdir_config(config: ml_collections.ConfigDict, workdir: str) -> None:
-    """Records the config in `<workdir>/config.json`; refuses to resume a run whose config differs."""
-    path = os.path.join(workdir, "config.json")
-    current = json.loads(config.to_json())
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            saved = _flatten(json.load(f))
-        new = _flatten(current)
-        diff = [f"{k}: {saved.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(saved) | set(new))
-                if saved.get(k) != new.get(k) and not k.startswith(RESUMABLE_CHANGES)]
-        if diff:
-            raise ValueError(f"{workdir} holds a run with another config ({'; '.join(diff)}); "
-                             "resume it with the same config or choose a new --workdir")
-    if jax.process_index() == 0:
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(current, f, indent=2)
 
 
 def load_data(config: ml_collections.ConfigDict) -> dict[str, maps.Windows]:
@@ -164,19 +138,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     model = build_model(config)
     base = jax.random.key(config.seed)
     state = create_train_state(config, model, tables["train"], jax.random.fold_in(base, 0))
-    best_params = state.params
-
-    check_workdir_config(config, workdir)
-    ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), config.max_checkpoints)
+    check_workdir_config(config, workdir, RESUMABLE_CHANGES)
     writer = MetricWriter(workdir)
-    meta = {"step": 0, "best_valid": -1.0, "best_step": 0, "bad_evals": 0, "stopped": False}
-    restored = ckpt.restore_latest({"state": state, "best_params": best_params})
-    if restored is not None:
-        (trees, meta) = restored
-        state, best_params = trees["state"], trees["best_params"]
-        logging.info("Resumed from step %d of %s", meta["step"], workdir)
-    writer.truncate_after(meta["step"])
-    state = dp.replicate(state, mesh)
 
     loss_fn = localization_loss(model.apply, discrete=config.comm == "discrete")
     train_step = dp.make_train_step(loss_fn, mesh)
@@ -187,42 +150,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     examples = {s: localization.enumerate_walks(t, config.T) for s, t in tables.items()}
     step_key = jax.random.fold_in(base, 1)
 
-    progress = None
-    if jax.process_index() == 0:
-        from tqdm import tqdm
-        progress = tqdm(total=config.num_steps, initial=meta["step"], desc="train", leave=False)
-    pending, t0 = [], time.time()
-    step = meta["step"]
-    while step < config.num_steps and not meta["stopped"]:
-        step += 1
+    def step_fn(state, step):
         k_data, k_comm = jax.random.split(jax.random.fold_in(step_key, step))
-        state, metrics = train_step(state, sample(k_data, train_table), k_comm)
-        pending.append(metrics)
-        for hook in hooks:
-            hook(step)
-        if step % config.log_every == 0 or step % config.eval_every == 0 or step == config.num_steps:
-            host = jax.device_get(pending)  # also bounds the number of in-flight steps
-            scalars = {f"train/{k}": float(np.mean([m[k] for m in host])) for k in host[0]}
-            scalars["train/steps_per_second"] = len(host) / max(time.time() - t0, 1e-9)
-            pending, t0 = [], time.time()
-            if progress is not None:
-                progress.update(len(host))
-                progress.set_postfix(loss=f"{scalars['train/loss']:.3f}")
-            if step % config.eval_every == 0 or step == config.num_steps:
-                valid = evaluate(state.params, examples["valid"])
-                scalars["valid/accuracy"] = valid
-                if valid > meta["best_valid"]:
-                    meta.update(best_valid=valid, best_step=step, bad_evals=0)
-                    best_params = jax.tree_util.tree_map(jnp.copy, state.params)
-                else:
-                    meta["bad_evals"] += 1
-                    meta["stopped"] = meta["bad_evals"] >= config.patience
-                meta["step"] = step
-                ckpt.save(step, {"state": state, "best_params": best_params}, meta)
-            writer.write(step, scalars)
-    if progress is not None:
-        progress.close()
-    ckpt.close()
+        return train_step(state, sample(k_data, train_table), k_comm)
+
+    state, best_params, meta = fit(
+        state, config=config, workdir=workdir, writer=writer,
+        place=lambda tree: dp.replicate(tree, mesh), step_fn=step_fn,
+        evaluate=lambda params: {"accuracy": evaluate(params, examples["valid"])},
+        metric="accuracy", mode="max", eval_prefix="valid", hooks=hooks)
+    step = meta["step"]
 
     results = {"config": config.to_dict(), "best_step": meta["best_step"], "last_step": step}
     for split in maps.SPLITS:

@@ -38,32 +38,36 @@ def check_batch_size(batch_size: int, mesh: Mesh) -> None:
                          f"of the '{AXIS}' mesh; pick a multiple of {mesh.size}")
 
 
-def make_train_step(loss_fn: LossFn, mesh: Mesh, donate: bool = True):
-    """Returns step(state, batch, rng) -> (state, metrics), jitted over `mesh`.
+def make_train_step(loss_fn: LossFn, mesh: Mesh, donate: bool = True, num_consts: int = 0):
+    """Returns step(state, batch, rng, *consts) -> (state, metrics), jitted over `mesh`.
 
-    `loss_fn(params, batch, rng) -> (loss, metrics)` computes the mean over the global batch.
-    The input state's buffers are donated.
+    `loss_fn(params, batch, rng, *consts) -> (loss, metrics)` computes the mean over the global
+    batch. `consts` are replicated inputs that are not trained (a graph, a feature table): passed
+    as arguments, never baked into the program. The input state's buffers are donated.
     """
-    def step(state: train_state.TrainState, batch, rng):
-        (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, batch, rng)
+    def step(state: train_state.TrainState, batch, rng, *consts):
+        (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+            state.params, batch, rng, *consts)
         return state.apply_gradients(grads=grads), metrics
 
     repl, data = replicated(mesh), batch_sharded(mesh)
-    return jax.jit(step, in_shardings=(repl, data, repl), out_shardings=(repl, repl),
-                   donate_argnums=(0,) if donate else ())
+    return jax.jit(step, in_shardings=(repl, data, repl) + (repl,) * num_consts,
+                   out_shardings=(repl, repl), donate_argnums=(0,) if donate else ())
 
 
 def make_pmap_train_step(loss_fn: LossFn):
     """The literal `jax.pmap` formulation, kept as the reference the jit step is tested against.
 
-    Inputs carry a leading device axis (per-device state copies, batch shards, rngs). Each device
+    Inputs carry a leading device axis (per-device state copies, batch shards, rngs, copies of
+    any consts). Each device
     differentiates its local loss and the gradients are averaged with `pmean`. (Measured on
     jax 0.10.2: under `pmap` the mapped parameters are device-varying, so `pmean(grad)` is the
     correct mean gradient and `grad(pmean(loss))` returns only the local gradient; inside a bare
     `shard_map` with replicated parameters it is the other way round.)
     """
-    def step(state, batch, rng):
-        (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, batch, rng)
+    def step(state, batch, rng, *consts):
+        (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+            state.params, batch, rng, *consts)
         grads = jax.lax.pmean(grads, AXIS)
         return state.apply_gradients(grads=grads), jax.lax.pmean(metrics, AXIS)
 

@@ -1,0 +1,52 @@
+"""Touchdown navigation, GA agent on synthetic routes: CPU-sized defaults (minutes on 2 cores).
+
+Data come from the `touchdown` TFDS builder (prepared on first use in `data.tfds_dir`). For the
+real data: `--config.data.tfds_config=navigation --config.data.manual_dir=<dir with train.json,
+dev.json, test.json> --config.data.graph_dir=<dir with nodes.txt, links.txt>
+--config.data.features=<panorama features .npz>`.
+"""
+import ml_collections
+
+
+def get_config():
+    c = ml_collections.ConfigDict()
+    c.seed = 0
+    c.model = ml_collections.ConfigDict()
+    c.model.kind = "ga"            # ga | rconcat
+    c.model.embed_dim = 32         # word vectors (paper: 32)
+    c.model.text_hidden = 256      # instruction LSTM (paper: 256)
+    c.model.hidden = 256           # action LSTM
+    c.model.conv_features = 64
+    c.model.action_dim = 16
+    c.crop = 5                     # feature columns visible around the heading
+
+    c.batch_size = 32
+    c.learning_rate = 1e-3         # Adam
+    c.grad_clip = 5.0
+    c.num_steps = 3000
+    c.train_horizon = 55           # the paper's horizons
+    c.test_horizon = 50
+    c.eval_every = 250             # dev SPD, checkpoint, early stopping
+    c.patience = 4
+    c.log_every = 10               # also the host-sync period
+    c.max_checkpoints = 2
+
+    c.data = ml_collections.ConfigDict()
+    c.data.tfds_config = "synthetic_navigation"   # or navigation (manual download)
+    c.data.tfds_dir = ""           # empty: ~/tensorflow_datasets
+    c.data.manual_dir = ""         # for the manual configs
+    c.data.graph_dir = ""          # real configs: the directory holding nodes.txt and links.txt
+    c.data.train_split = "train"
+    c.data.eval_splits = "dev,test"
+    c.data.dev_split = "dev"       # early stopping on its SPD
+    c.data.max_tokens = 64
+    c.data.max_route = 80
+    c.data.features = ""           # .npz of panorama features; empty: synthetic features
+    c.data.feature_width = 16      # synthetic features: columns per panorama
+    c.data.feature_dim = 32
+    c.data.feature_noise = 0.5
+
+    c.eval = ml_collections.ConfigDict()
+    c.eval.batch_size = 256
+    c.eval.baselines = "stop,frequent,random"
+    return c

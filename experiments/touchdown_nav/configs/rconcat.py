@@ -1,0 +1,8 @@
+"""Touchdown navigation with the RConcat agent (otherwise the defaults)."""
+from experiments.touchdown_nav.configs import default
+
+
+def get_config():
+    c = default.get_config()
+    c.model.kind = "rconcat"
+    return c

@@ -1,0 +1,1 @@
+"""Panorama graphs compiled to padded device arrays (Touchdown Street View, Matterport3D)."""

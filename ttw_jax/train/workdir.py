@@ -1,0 +1,37 @@
+"""A run's working directory: the config it was started with, checked on resume."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Sequence
+
+import jax
+import ml_collections
+
+
+def flatten(d: dict, prefix: str = "") -> dict:
+    """{'a': {'b': 1}} -> {'a.b': 1}."""
+    out = {}
+    for k, v in d.items():
+        out.update(flatten(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+    return out
+
+
+def check_workdir_config(config: ml_collections.ConfigDict, workdir: str,
+                         resumable: Sequence[str] = ()) -> None:
+    """Records the config in `<workdir>/config.json`; refuses to resume a run whose config differs
+    in anything but the keys starting with one of `resumable`."""
+    path = os.path.join(workdir, "config.json")
+    current = json.loads(config.to_json())
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            saved = flatten(json.load(f))
+        new = flatten(current)
+        diff = [f"{k}: {saved.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(saved) | set(new))
+                if saved.get(k) != new.get(k) and not k.startswith(tuple(resumable))]
+        if diff:
+            raise ValueError(f"{workdir} holds a run with another config ({'; '.join(diff)}); "
+                             "resume it with the same config or choose a new --workdir")
+    if jax.process_index() == 0:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(current, f, indent=2)
