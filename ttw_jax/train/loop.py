@@ -41,6 +41,8 @@ def fit(state: Any, *, config: ml_collections.ConfigDict, workdir: str, writer: 
     if restored is not None:
         (trees, meta) = restored
         state, best_params = trees["state"], trees["best_params"]
+        if "best" not in meta:   # checkpoints written before this loop was shared
+            meta["best"] = meta.pop("best_valid", None)
         logging.info("Resumed from step %d of %s", meta["step"], workdir)
     writer.truncate_after(meta["step"])
     state, best_params = place((state, best_params))
