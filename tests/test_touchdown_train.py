@@ -7,6 +7,7 @@ import pytest
 
 from experiments.touchdown_nav import train
 from experiments.touchdown_nav.configs import default
+from tests.helpers import Crash, crash_at, override
 
 
 @pytest.fixture(scope="module")
@@ -27,17 +28,7 @@ def tiny_config(tfds_dir, **overrides):
     c.data.tfds_dir = tfds_dir
     c.data.eval_splits = "test"
     c.eval.baselines = "random"
-    for k, v in overrides.items():
-        target = c
-        *path, last = k.split("__")
-        for p in path:
-            target = target[p]
-        target[last] = v
-    return c
-
-
-class Crash(Exception):
-    pass
+    return override(c, **overrides)
 
 
 @pytest.fixture(scope="module")
@@ -64,12 +55,8 @@ def test_runs_end_to_end_and_writes_outputs(uninterrupted):
 def test_killed_run_resumes_to_the_same_result(uninterrupted, tfds_dir, tmp_path):
     _, expected = uninterrupted
     workdir = str(tmp_path)
-
-    def crash(step):
-        if step == 13:
-            raise Crash(step)
     with pytest.raises(Crash):
-        train.train_and_evaluate(tiny_config(tfds_dir), workdir, hooks=[crash])
+        train.train_and_evaluate(tiny_config(tfds_dir), workdir, hooks=[crash_at(13)])
     assert sorted(os.listdir(os.path.join(workdir, "checkpoints"))) == ["8"]
     resumed = train.train_and_evaluate(tiny_config(tfds_dir), workdir)
     assert resumed["test"] == expected["test"]

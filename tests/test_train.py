@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from experiments.ttw_emergent import train
+from tests.helpers import Crash, crash_at
 from experiments.ttw_emergent.configs import default
 
 
@@ -24,17 +25,6 @@ def tiny_config(**overrides):
     for k, v in overrides.items():
         setattr(c, k, v)
     return c
-
-
-class Crash(Exception):
-    pass
-
-
-def crash_at(step_to_crash):
-    def hook(step):
-        if step == step_to_crash:
-            raise Crash(step)
-    return hook
 
 
 @pytest.fixture(scope="module")

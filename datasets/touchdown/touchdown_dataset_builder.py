@@ -7,18 +7,29 @@ Configs:
   `dev.json`, `test.json` (the release's names) and `touchdown_unseen_dev_sample.json` (split
   `dev_sample`); the splits are the files present.
 Navigation: one example per route (key `{route_id}`). SDR: one example per view (main / pre / post)
-in which Touchdown is visible (key `{route_id}_{which}`), with its centre (x, y) in [0, 1].
+in which Touchdown is visible (key `{route_id}_{which}`): the panorama's feature map `features`
+[H, W, C] float16, Touchdown's centre (x, y) in [0, 1] and the description.
+- `sdr` reads the feature maps from the manual directory: `features/<panoid>.npy` (or
+  `<panoid>.npy`), each of the config's `feature_shape` (default (100, 464, 128), the 8 ResNet18
+  slices of Chen et al. 2019 side by side); every file is checked before anything is written.
+  Other sizes: `Builder(config=TouchdownConfig(name=..., task="sdr", synthetic=False,
+  feature_shape=(H, W, C)), ...)`.
+- `synthetic_sdr` renders feature-space scenes (`ttw_jax.data.sdr_synthetic`) whose description
+  picks out an object by type, colour and ordinal; sizes in `synthetic_sdr_splits` and
+  `synthetic_sdr_shape`.
 TensorFlow is not needed: the builder writes ArrayRecord, read back with `tfds.data_source`.
 """
 from __future__ import annotations
 
 import dataclasses
 import os
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import tensorflow_datasets as tfds
 
 from ttw_jax.data import touchdown_records as tr
+from ttw_jax.data.sdr_synthetic import iter_synthetic_sdr_examples
 from ttw_jax.data.touchdown_synthetic import synthetic_records
 from ttw_jax.graphs.touchdown import synthetic_street_grid
 
@@ -45,6 +56,23 @@ class TouchdownConfig(tfds.core.BuilderConfig):
     synthetic_splits: tuple[tuple[str, int, int], ...] = (
         ("train", 2000, 0), ("dev", 200, 1), ("test", 200, 2))
     max_route_len: int = 45
+    # SDR: shape [H, W, C] of the real panorama feature maps (the `.npy` files)
+    feature_shape: tuple[int, int, int] = (100, 464, 128)
+    # synthetic SDR: (name, descriptions, seed), route ids consecutive across the splits, and
+    # the scenes' [H, W, C]
+    synthetic_sdr_splits: tuple[tuple[str, int, int], ...] = (
+        ("train", 1000, 0), ("dev", 150, 1), ("test", 150, 2))
+    synthetic_sdr_shape: tuple[int, int, int] = (25, 116, 12)
+
+    def sdr_feature_shape(self) -> tuple[int, int, int]:
+        """[H, W, C] of this config's SDR feature maps (ValueError unless 3 positive ints)."""
+        shape = self.synthetic_sdr_shape if self.synthetic else self.feature_shape
+        field = "synthetic_sdr_shape" if self.synthetic else "feature_shape"
+        if (len(tuple(shape)) != 3 or
+                not all(isinstance(d, (int, np.integer)) and d > 0 for d in shape)):
+            raise ValueError(f"TouchdownConfig {self.name!r}: {field} must be 3 positive ints "
+                             f"(H, W, C), got {shape!r}")
+        return tuple(int(d) for d in shape)
 
     def grid(self):
         """(nodes rows, links rows) of this config's synthetic street grid."""
@@ -81,20 +109,94 @@ def manual_split_records(manual_dir: str, sdr: bool) -> dict[str, list[dict]]:
     return out
 
 
+FEATURE_PATTERNS = (os.path.join("features", "{panoid}.npy"), "{panoid}.npy")
+
+
+def _npy_header(path: str) -> tuple[tuple[int, ...], np.dtype]:
+    """(shape, dtype) of an `.npy` file, from its header only."""
+    try:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+            elif version == (2, 0):
+                shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+            else:
+                arr = np.load(path, mmap_mode="r")
+                shape, dtype = arr.shape, arr.dtype
+    except ValueError as e:
+        raise ValueError(f"{path}: not a readable .npy file ({e})") from None
+    return tuple(shape), np.dtype(dtype)
+
+
+def _check_feature_array(path: str, shape, dtype, feature_shape) -> None:
+    if tuple(shape) != tuple(feature_shape):
+        raise ValueError(f"{path}: feature map has shape {tuple(shape)}, but the config's "
+                         f"feature_shape is {tuple(feature_shape)}")
+    if not (np.issubdtype(dtype, np.floating) or np.issubdtype(dtype, np.integer)):
+        raise ValueError(f"{path}: feature map has dtype {dtype}, expected a float (float16)")
+
+
+def feature_files(manual_dir: str, panoids: Iterable[str],
+                  feature_shape: Sequence[int]) -> dict[str, str]:
+    """panoid -> path of its feature map in `manual_dir` (`features/<panoid>.npy`, else
+    `<panoid>.npy`), after checking them all: FileNotFoundError naming how many are missing, the
+    first of them and the expected paths; ValueError naming a file whose shape is not
+    `feature_shape` (both shapes) or whose dtype is not numeric. Only the headers are read."""
+    paths: dict[str, str] = {}
+    missing: dict[str, None] = {}   # insertion-ordered set
+    for panoid in panoids:
+        if panoid in paths or panoid in missing:
+            continue
+        found = next((p for p in (os.path.join(manual_dir, pat.format(panoid=panoid))
+                                  for pat in FEATURE_PATTERNS) if os.path.isfile(p)), None)
+        if found is None:
+            missing[panoid] = None
+        else:
+            paths[panoid] = found
+    missing = list(missing)
+    if missing:
+        total = len(paths) + len(missing)
+        shown = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
+        expected = [os.path.join(manual_dir, pat.format(panoid="<panoid>"))
+                    for pat in FEATURE_PATTERNS]
+        raise FileNotFoundError(
+            f"{len(missing)} of {total} panorama feature files missing (first: {shown}); "
+            f"expected {expected[0]} or {expected[1]}: a float16 array of shape "
+            f"{tuple(feature_shape)} per panorama (set TouchdownConfig.feature_shape for "
+            f"other sizes)")
+    for path in paths.values():
+        _check_feature_array(path, *_npy_header(path), feature_shape)
+    return paths
+
+
+def synthetic_sdr_split_sizes(config: "TouchdownConfig") -> dict[str, tuple[int, int, int]]:
+    """split -> (descriptions, seed, first route id) of a synthetic SDR config."""
+    out, first = {}, 0
+    for split, num, seed in config.synthetic_sdr_splits:
+        out[split], first = (num, seed, first), first + num
+    return out
+
+
 class Builder(tfds.core.GeneratorBasedBuilder):
     """Touchdown navigation routes or SDR views (see the module docstring)."""
 
     VERSION = tfds.core.Version("1.0.0")
     RELEASE_NOTES = {"1.0.0": "Initial release."}
+    SDR_VERSION = "1.1.0"   # the SDR configs' own version: examples carry `features`
     BUILDER_CONFIGS = [
         TouchdownConfig(name="synthetic_navigation",
                         description="Synthetic routes on a synthetic street grid; no download."),
-        TouchdownConfig(name="synthetic_sdr", task="sdr",
-                        description="SDR views of the synthetic routes; no download."),
+        TouchdownConfig(name="synthetic_sdr", task="sdr", version=SDR_VERSION,
+                        release_notes={SDR_VERSION: "Feature-space scenes with panorama "
+                                                    "features."},
+                        description="Synthetic feature-space SDR scenes; no download."),
         TouchdownConfig(name="navigation", synthetic=False,
                         description="Official navigation records (manual download)."),
-        TouchdownConfig(name="sdr", task="sdr", synthetic=False,
-                        description="Official SDR views (manual download)."),
+        TouchdownConfig(name="sdr", task="sdr", synthetic=False, version=SDR_VERSION,
+                        release_notes={SDR_VERSION: "Examples carry the panorama features."},
+                        description="Official SDR views with panorama feature maps (manual "
+                                    "download)."),
     ]
     DEFAULT_CONFIG_NAME = "synthetic_navigation"
     MANUAL_DOWNLOAD_INSTRUCTIONS = (
@@ -102,7 +204,9 @@ class Builder(tfds.core.GeneratorBasedBuilder):
         ", ".join(f"`{f}`" for f in MANUAL_FILES.values()) +
         " (one JSON object per line; the first three are `data/train.json`, `data/dev.json` and "
         "`data/test.json` of github.com/lil-lab/touchdown) in the manual directory. Each file "
-        "present becomes a split (train, dev, test, dev_sample).")
+        "present becomes a split (train, dev, test, dev_sample). The SDR configs also need "
+        "each panorama's feature map, `features/<panoid>.npy` (or `<panoid>.npy`) in the manual "
+        "directory: float16 of the config's feature_shape (default (100, 464, 128)).")
 
     def _info(self) -> tfds.core.DatasetInfo:
         if self.builder_config.task == "navigation":
@@ -121,6 +225,10 @@ class Builder(tfds.core.GeneratorBasedBuilder):
                 "heading": tfds.features.Scalar(dtype=np.float32),
                 "center": tfds.features.Tensor(shape=(2,), dtype=np.float32),
                 "td_location_text": tfds.features.Text(),
+                # raw bytes: a float list would store float16 as float32, value by value
+                "features": tfds.features.Tensor(
+                    shape=self.builder_config.sdr_feature_shape(), dtype=np.float16,
+                    encoding=tfds.features.Encoding.BYTES),
             }
         else:
             raise ValueError(f"task must be one of {TASKS}, got {self.builder_config.task!r}")
@@ -134,28 +242,57 @@ class Builder(tfds.core.GeneratorBasedBuilder):
     def _split_generators(self, dl_manager):
         cfg = self.builder_config
         sdr = cfg.task == "sdr"
+        if cfg.synthetic and sdr:
+            shape = cfg.sdr_feature_shape()
+            return {split: self._generate_synthetic_sdr(num, seed, first, shape)
+                    for split, (num, seed, first) in synthetic_sdr_split_sizes(cfg).items()}
         if cfg.synthetic:
             by_split = synthetic_split_records(cfg)
         else:   # an empty or missing manual dir: TFDS raises with MANUAL_DOWNLOAD_INSTRUCTIONS
-            by_split = manual_split_records(os.fspath(dl_manager.manual_dir), sdr)
-        return {split: self._generate_examples(recs) for split, recs in by_split.items()}
+            manual_dir = os.fspath(dl_manager.manual_dir)
+            by_split = manual_split_records(manual_dir, sdr)
+        if not sdr:
+            return {split: self._generate_examples(recs) for split, recs in by_split.items()}
+        # check every feature file before anything is written
+        panoids = (ex["panoid"] for split in by_split for rec in by_split[split]
+                   for ex in tr.sdr_examples(rec))
+        paths = feature_files(manual_dir, panoids, cfg.sdr_feature_shape())
+        return {split: self._generate_examples(recs, paths) for split, recs in by_split.items()}
 
-    def _generate_examples(self, records):
+    def _generate_examples(self, records, feature_paths: Mapping[str, str] | None = None):
         if self.builder_config.task == "navigation":
             for rec in records:
                 ex = tr.navigation_example(rec)
                 yield f"{ex['route_id']}", ex
             return
+        shape = self.builder_config.sdr_feature_shape()
         for rec in records:
             for ex in tr.sdr_examples(rec):
-                yield f"{ex['route_id']}_{ex['which']}", {
-                    "route_id": ex["route_id"], "which": ex["which"], "panoid": ex["panoid"],
-                    "heading": ex["heading"],
-                    "center": np.asarray([ex["center_x"], ex["center_y"]], np.float32),
-                    "td_location_text": ex["td_location_text"]}
+                path = feature_paths[ex["panoid"]]
+                features = np.load(path, allow_pickle=False)
+                _check_feature_array(path, features.shape, features.dtype, shape)
+                yield f"{ex['route_id']}_{ex['which']}", _sdr_row(ex, features)
+
+    def _generate_synthetic_sdr(self, num: int, seed: int, first_route_id: int, shape):
+        for ex in iter_synthetic_sdr_examples(num, seed, *shape, first_route_id=first_route_id):
+            yield f"{ex['route_id']}_{ex['which']}", _sdr_row(ex, ex["features"])
 
 
-def _sources(data_dir: str | None, config: str, needs: str):
+def _sdr_row(ex: Mapping, features: np.ndarray) -> dict:
+    """The stored SDR example of an `sdr_examples`-form dict and its feature map."""
+    return {"route_id": ex["route_id"], "which": ex["which"], "panoid": ex["panoid"],
+            "heading": ex["heading"],
+            "center": np.asarray([ex["center_x"], ex["center_y"]], np.float32),
+            "td_location_text": ex["td_location_text"],
+            "features": np.asarray(features, np.float16)}
+
+
+def _sources(data_dir: str | None, config, needs: str):
+    """The data sources (split -> source) of a prepared `touchdown/<config>`; `config` is a name
+    (a config of `Builder`, or a custom `TouchdownConfig` already built in `data_dir`) or a
+    `TouchdownConfig`."""
+    if isinstance(config, TouchdownConfig):
+        config = config.name
     builder = tfds.builder(f"touchdown/{config}", data_dir=data_dir)
     if not builder.is_prepared():
         raise FileNotFoundError(
@@ -189,19 +326,72 @@ def load_navigation(data_dir: str | None = None,
     return out
 
 
-def load_sdr(data_dir: str | None = None,
-             config: str = "synthetic_sdr") -> dict[str, list[dict]]:
-    """Reads each split of a prepared `touchdown/<config>` (SDR task) once: split -> list of
-    {route_id: int, which: str, panoid: str, heading: float, center_x: float, center_y: float,
-    td_location_text: str} (the `sdr_examples` form; floats via float32), by (route_id, view
-    main/pre/post)."""
+_READ_BYTES = 256 << 20   # feature bytes decoded per data-source call in `load_sdr` (at most)
+
+
+def _permute_rows(arr: np.ndarray, perm: np.ndarray) -> None:
+    """arr[:] = arr[perm] in place, following the permutation's cycles (one row of scratch)."""
+    done = np.zeros(len(perm), bool)
+    for start in range(len(perm)):
+        if done[start] or perm[start] == start:
+            continue
+        scratch = arr[start].copy()
+        j = start
+        while True:
+            done[j] = True
+            k = int(perm[j])
+            if k == start:
+                arr[j] = scratch
+                break
+            arr[j] = arr[k]
+            j = k
+
+
+def load_sdr(data_dir: str | None = None, config="synthetic_sdr",
+             splits: Sequence[str] | None = None) -> dict[str, dict]:
+    """Reads each split (or only `splits`) of a prepared `touchdown/<config>` (SDR task) once
+    into arrays, rows ordered by (route_id, view main/pre/post):
+    split -> {features: [E, H, W, C] float16, center: [E, 2] float32 (x, y in [0, 1]),
+    route_id: [E] int64, which: [E] str, panoid: [E] str, heading: [E] float32 (NaN where the
+    release leaves it empty), text: list of E str}.
+
+    `config` is a config name (also of a custom `TouchdownConfig` built in `data_dir`) or a
+    `TouchdownConfig`. The features array is allocated once and filled in place."""
+    sources = _sources(data_dir, config, "features")
+    if splits is not None:
+        unknown = sorted(set(splits) - set(sources))
+        if unknown:
+            raise ValueError(f"touchdown/{getattr(config, 'name', config)} has no split(s) "
+                             f"{unknown}; it has {sorted(sources)}")
+        sources = {s: sources[s] for s in splits}
     order = {v: i for i, v in enumerate(tr.VIEWS)}
     out = {}
-    for split, source in _sources(data_dir, config, "td_location_text").items():
-        out[split] = sorted((
-            {"route_id": int(r["route_id"]), "which": r["which"].decode(),
-             "panoid": r["panoid"].decode(), "heading": float(r["heading"]),
-             "center_x": float(r["center"][0]), "center_y": float(r["center"][1]),
-             "td_location_text": r["td_location_text"].decode()}
-            for r in _rows(source)), key=lambda e: (e["route_id"], order.get(e["which"], 3)))
+    for split, source in sources.items():
+        n = len(source)
+        shape = tuple(source.dataset_info.features["features"].shape)
+        features = np.empty((n,) + shape, np.float16)
+        center = np.empty((n, 2), np.float32)
+        route_id = np.empty(n, np.int64)
+        heading = np.empty(n, np.float32)
+        view = np.empty(n, np.int64)
+        which, panoid, text = [], [], []
+        example_bytes = max(1, 2 * int(np.prod(shape)))   # float16
+        chunk = min(256, max(1, _READ_BYTES // example_bytes))
+        for lo in range(0, n, chunk):
+            for i, r in enumerate(source.__getitems__(list(range(lo, min(n, lo + chunk)))), lo):
+                features[i] = r["features"]
+                center[i] = r["center"]
+                route_id[i] = r["route_id"]
+                heading[i] = r["heading"]
+                which.append(r["which"].decode())
+                panoid.append(r["panoid"].decode())
+                text.append(r["td_location_text"].decode())
+                view[i] = order.get(which[-1], len(order))
+        perm = np.lexsort((view, route_id))
+        _permute_rows(features, perm)
+        out[split] = {
+            "features": features, "center": center[perm], "route_id": route_id[perm],
+            "which": np.asarray(which, dtype=str)[perm],
+            "panoid": np.asarray(panoid, dtype=str)[perm],
+            "heading": heading[perm], "text": [text[i] for i in perm]}
     return out

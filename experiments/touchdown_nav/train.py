@@ -7,7 +7,6 @@ evaluation split beside the Stop / Frequent / Random baselines.
 """
 from __future__ import annotations
 
-import json
 import os
 from typing import Callable, Sequence
 
@@ -27,7 +26,7 @@ from ttw_jax.models.touchdown_nav import Navigator, navigator_policy
 from ttw_jax.train import data_parallel as dp
 from ttw_jax.train.logging import MetricWriter
 from ttw_jax.train.loop import fit
-from ttw_jax.train.workdir import check_workdir_config
+from ttw_jax.train.workdir import check_workdir_config, write_results
 
 RESUMABLE_CHANGES = ("patience", "eval.", "data.eval_splits", "data.tfds_dir", "data.manual_dir",
                      "data.graph_dir", "data.features")
@@ -148,10 +147,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
             ev = nav_eval.evaluate(run, sim, None, data["episodes"][split], hops[split],
                                    eval_key, config.eval.batch_size)
             results[split][name] = {k: ev[k] for k in ("tc", "spd", "sed")}
-    if jax.process_index() == 0:
-        with open(os.path.join(workdir, "results.json"), "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=2)
-        print(format_results(results))
+    write_results(workdir, results, format_results(results))
     writer.close()
     return results
 

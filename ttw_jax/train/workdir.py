@@ -35,3 +35,11 @@ def check_workdir_config(config: ml_collections.ConfigDict, workdir: str,
     if jax.process_index() == 0:
         with open(path, "w", encoding="utf-8") as f:
             json.dump(current, f, indent=2)
+
+
+def write_results(workdir: str, results: dict, summary: str) -> None:
+    """Process 0 writes `<workdir>/results.json` and prints the human-readable `summary`."""
+    if jax.process_index() == 0:
+        with open(os.path.join(workdir, "results.json"), "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=2)
+        print(summary)

@@ -1,0 +1,48 @@
+"""Touchdown SDR with LingUNet on synthetic feature-space panoramas: CPU-sized defaults.
+
+`--config.model.name=concat|concatconv|text2conv|unet` trains a baseline instead (learning rate
+1e-3 unless set). For the real data: `--config.data.tfds_config=sdr
+--config.data.manual_dir=<records + features/<panoid>.npy>` and the paper's sizes in
+`configs/paper.py`.
+"""
+import ml_collections
+
+
+def get_config():
+    c = ml_collections.ConfigDict()
+    c.seed = 0
+    c.model = ml_collections.ConfigDict()
+    c.model.name = "lingunet"      # lingunet | concat | concatconv | text2conv | unet
+    c.model.levels = 2             # LingUNet m
+    c.model.channels = 16          # convolution channels C' (paper-sized: configs/paper.py)
+    c.model.stride = 1             # 1 as in Touchdown; 2 as in the original LingUNet
+    c.model.mlp_hidden = 16
+    c.model.embed_dim = 64         # word embeddings (paper: 300)
+    c.model.hidden = 64            # BiLSTM units per direction (paper: 300)
+    c.model.dropout = 0.5
+    c.model.uniform_init = False   # True: all weights U[-0.1, 0.1]
+
+    c.sigma = 1.0                  # target Gaussian std, in feature pixels
+    c.learning_rate = -1.0         # Adam; < 0: 5e-4 for LingUNet, 1e-3 for the others (paper)
+    c.batch_size = 16
+    c.num_steps = 2000
+    c.eval_every = 200             # tune-set accuracy@80px, checkpoint, early stopping
+    c.patience = 4
+    c.log_every = 10
+    c.max_checkpoints = 2
+
+    c.data = ml_collections.ConfigDict()
+    c.data.tfds_config = "synthetic_sdr"   # or sdr (manual download + feature files)
+    c.data.tfds_dir = ""
+    c.data.manual_dir = ""
+    c.data.tune_fraction = 0.07    # of train descriptions, held out for early stopping
+    c.data.eval_splits = "dev,test"
+    c.data.max_tokens = 48
+    c.data.image_width = 3000      # panorama width in pixels: thresholds are in these pixels
+
+    c.eval = ml_collections.ConfigDict()
+    c.eval.batch_size = 64
+    c.eval.baselines = "random,center,average"
+    c.write_plots = True
+    c.num_heatmaps = 6
+    return c

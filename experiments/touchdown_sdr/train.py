@@ -1,0 +1,218 @@
+"""Training and evaluation of Touchdown Spatial Description Resolution (LingUNet and baselines).
+
+`train_and_evaluate(config, workdir)` minimises KL(Gaussian target || predicted distribution over
+feature pixels) with Adam through the shared data-parallel step, stops early on accuracy within
+80 px on a tune set (7% of the training descriptions), then reports accuracy at 40 / 80 / 120 px,
+consistency and mean distance error on every evaluation split beside the Random / Center / Average
+baselines, and writes heatmaps of predicted distributions with the gold location.
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+from flax.training import train_state
+
+from ttw_datasets.touchdown import touchdown_dataset_builder as td_builder
+from ttw_jax import viz
+from ttw_jax.data.touchdown_data import prepare
+from ttw_jax.data.touchdown_nav import Vocabulary
+from ttw_jax.losses.sdr import gaussian_target, kl_loss
+from ttw_jax.metrics import sdr as sdr_metrics
+from ttw_jax.models.sdr import build_sdr_model
+from ttw_jax.train import data_parallel as dp
+from ttw_jax.train.logging import MetricWriter
+from ttw_jax.train.loop import fit
+from ttw_jax.train.workdir import check_workdir_config, write_results
+
+RESUMABLE_CHANGES = ("patience", "eval.", "data.eval_splits", "data.tfds_dir", "data.manual_dir",
+                     "write_plots", "num_heatmaps")
+BASELINES = ("random", "center", "average")
+
+
+def split_tune(split: dict, fraction: float, seed: int) -> tuple[dict, dict]:
+    """Holds out `fraction` of the descriptions (all views of a description stay together)."""
+    ids = np.unique(split["route_id"])
+    rng = np.random.default_rng(seed)
+    tune_ids = rng.choice(ids, max(1, int(round(fraction * len(ids)))), replace=False)
+    tune = np.isin(split["route_id"], tune_ids)
+    take = lambda mask: {k: (v[mask] if isinstance(v, np.ndarray) else
+                             [x for x, m in zip(v, mask) if m]) for k, v in split.items()}
+    return take(~tune), take(tune)
+
+
+def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
+    """{split: arrays} with features [E, H, W, C] (float16), center [E, 2], tokens [E, L],
+    token_len [E], route_id [E]; 'train' and 'tune' come from the TFDS train split."""
+    d = config.data
+    prepare(d.tfds_config, d.tfds_dir or None, d.manual_dir or None)
+    raw = td_builder.load_sdr(d.tfds_dir or None, d.tfds_config)
+    evals = [s for s in d.eval_splits.split(",") if s]
+    missing = [s for s in ["train", *evals] if s not in raw]
+    if missing:
+        raise ValueError(f"touchdown/{d.tfds_config} has no split(s) {missing}; it has "
+                         f"{sorted(raw)}")
+    splits = dict(zip(("train", "tune"), split_tune(raw["train"], d.tune_fraction, config.seed)))
+    splits.update({s: raw[s] for s in evals})
+    vocab_path = os.path.join(workdir, "vocab.json")
+    if os.path.exists(vocab_path):
+        vocab = Vocabulary.load(vocab_path)
+    else:
+        vocab = Vocabulary.build(splits["train"]["text"])
+        if jax.process_index() == 0:
+            vocab.save(vocab_path)
+    out = {}
+    for name, s in splits.items():
+        tokens, token_len = vocab.encode(s["text"], d.max_tokens)
+        out[name] = dict(features=s["features"], center=np.asarray(s["center"], np.float32),
+                         tokens=tokens, token_len=token_len, route_id=np.asarray(s["route_id"]),
+                         text=list(s["text"]))
+    return dict(splits=out, vocab=vocab)
+
+
+def learning_rate(config) -> float:
+    if config.learning_rate > 0:
+        return config.learning_rate
+    return 5e-4 if config.model.name == "lingunet" else 1e-3
+
+
+def build_model(config, vocab_size: int):
+    m = config.model
+    return build_sdr_model(m.name, vocab_size, levels=m.levels, channels=m.channels,
+                           stride=m.stride, mlp_hidden=m.mlp_hidden, embed_dim=m.embed_dim,
+                           hidden=m.hidden, dropout=m.dropout, uniform_init=m.uniform_init)
+
+
+def make_loss(model, sigma: float):
+    def loss_fn(params, batch, rng):
+        images = batch["features"].astype(jnp.float32)
+        log_probs = model.apply(params, batch["tokens"], batch["token_len"], images,
+                                deterministic=False, rngs={"dropout": rng})
+        _, h, w = log_probs.shape
+        loss = jnp.mean(kl_loss(gaussian_target(batch["center"], h, w, sigma), log_probs))
+        return loss, {"loss": loss}
+    return loss_fn
+
+
+def make_predictor(model):
+    @jax.jit
+    def predict(params, tokens, token_len, features):
+        return model.apply(params, tokens, token_len, features.astype(jnp.float32))
+    return predict
+
+
+def evaluate(predict, params, split: dict, batch_size: int, image_width: int,
+             keep_maps: int = 0) -> tuple[dict, np.ndarray]:
+    """SDR metrics of a split and the first `keep_maps` predicted distributions [k, H, W]."""
+    n, h, w = len(split["center"]), *split["features"].shape[1:3]
+    dists, maps = [], []
+    for start in range(0, n, batch_size):
+        idx = np.arange(start, start + batch_size)
+        idx = np.where(idx < n, idx, 0)   # pad the last chunk: one compiled shape
+        lp = predict(params, split["tokens"][idx], split["token_len"][idx], split["features"][idx])
+        d = sdr_metrics.distance_px(sdr_metrics.predicted_pixel(lp), split["center"][idx], h, w,
+                                    image_width)
+        dists.append(np.asarray(d)[:min(batch_size, n - start)])
+        if len(maps) * batch_size < keep_maps:
+            maps.append(np.exp(np.asarray(lp)))
+    probs = np.concatenate(maps)[:keep_maps] if maps else np.zeros((0, h, w))
+    return sdr_metrics.sdr_metrics_np(np.concatenate(dists), split["route_id"]), probs
+
+
+def baseline_pixels(name: str, split: dict, train: dict, seed: int) -> np.ndarray:
+    """(row, col) [E, 2] predicted by a non-learning baseline: a uniformly random pixel, the
+    centre pixel, or the pixel of the training set's mean location."""
+    n, h, w = len(split["center"]), *split["features"].shape[1:3]
+    if name == "random":
+        rng = np.random.default_rng(seed)
+        return np.stack([rng.integers(0, h, n), rng.integers(0, w, n)], -1)
+    if name == "center":
+        return np.tile([[h // 2, w // 2]], (n, 1))
+    if name == "average":
+        rc = np.asarray(sdr_metrics.center_to_pixel(train["center"].mean(0), h, w))
+        return np.tile(np.clip(np.round(rc), 0, [h - 1, w - 1]).astype(int), (n, 1))
+    raise ValueError(f"unknown SDR baseline {name!r}; choose from {BASELINES}")
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
+                       hooks: Sequence[Callable[[int], None]] = ()) -> dict:
+    """Trains, checkpoints into `workdir`, evaluates; returns (and writes) the results dict."""
+    os.makedirs(workdir, exist_ok=True)
+    check_workdir_config(config, workdir, RESUMABLE_CHANGES)
+    data = load_data(config, workdir)
+    splits = data["splits"]
+    train = splits["train"]
+    mesh = dp.make_mesh()
+    dp.check_batch_size(config.batch_size, mesh)
+    model = build_model(config, len(data["vocab"]))
+    base = jax.random.key(config.seed)
+    params = model.init(jax.random.fold_in(base, 0), train["tokens"][:2], train["token_len"][:2],
+                        train["features"][:2].astype(np.float32))
+    tx = optax.adam(learning_rate(config))
+    state = train_state.TrainState.create(apply_fn=model.apply, params=params, tx=tx)
+    writer = MetricWriter(workdir)
+
+    train_step = dp.make_train_step(make_loss(model, config.sigma), mesh)
+    predict = make_predictor(model)
+    keys = ("features", "center", "tokens", "token_len")
+    step_key = jax.random.fold_in(base, 1)
+
+    def step_fn(state, step):
+        # Batches are drawn on the host from (seed, step), so a resumed run sees the same data.
+        idx = np.random.default_rng((config.seed, step)).integers(0, len(train["center"]),
+                                                                  config.batch_size)
+        batch = dp.shard_global({k: train[k][idx] for k in keys}, dp.batch_sharded(mesh))
+        return train_step(state, batch, jax.random.fold_in(step_key, step))
+
+    def tune_metrics(params):
+        metrics, _ = evaluate(predict, params, splits["tune"], config.eval.batch_size,
+                              config.data.image_width)
+        return metrics
+
+    state, best_params, meta = fit(
+        state, config=config, workdir=workdir, writer=writer,
+        place=lambda tree: dp.replicate(tree, mesh), step_fn=step_fn, evaluate=tune_metrics,
+        metric="acc@80", mode="max", eval_prefix="tune", hooks=hooks)
+
+    results = {"config": config.to_dict(), "model": config.model.name,
+               "best_step": meta["best_step"], "last_step": meta["step"],
+               "num_params": int(sum(x.size for x in jax.tree_util.tree_leaves(best_params)))}
+    for split in ["tune", *[s for s in config.data.eval_splits.split(",") if s]]:
+        keep = config.num_heatmaps if split == "test" else 0
+        metrics, probs = evaluate(predict, best_params, splits[split], config.eval.batch_size,
+                                  config.data.image_width, keep_maps=keep)
+        results[split] = {config.model.name: metrics, "examples": len(splits[split]["center"])}
+        h, w = splits[split]["features"].shape[1:3]
+        for name in [b for b in config.eval.baselines.split(",") if b]:
+            rc = baseline_pixels(name, splits[split], train, config.seed)
+            d = sdr_metrics.distance_px(rc, splits[split]["center"], h, w, config.data.image_width)
+            results[split][name] = sdr_metrics.sdr_metrics_np(np.asarray(d),
+                                                              splits[split]["route_id"])
+        if keep and config.write_plots and jax.process_index() == 0:
+            s = splits[split]
+            viz.plot_sdr_heatmaps(np.abs(s["features"][:keep].astype(np.float32)).mean(-1), probs,
+                                  np.asarray(sdr_metrics.center_to_pixel(s["center"][:keep], h, w)),
+                                  s["text"][:keep], os.path.join(workdir, "heatmaps.png"))
+    write_results(workdir, results, format_results(results))
+    writer.close()
+    return results
+
+
+def format_results(results: dict) -> str:
+    lines = [f"Touchdown SDR ({results['model']}, {results['num_params']:,} parameters, best step "
+             f"{results['best_step']}):",
+             f"{'split':6s} {'model':10s} {'acc@40':>7s} {'acc@80':>7s} {'acc@120':>7s} "
+             f"{'consist':>7s} {'dist px':>8s}"]
+    for split, res in results.items():
+        if isinstance(res, dict) and "examples" in res:
+            for name, m in res.items():
+                if name != "examples":
+                    lines.append(f"{split:6s} {name:10s} {m['acc@40']:7.3f} {m['acc@80']:7.3f} "
+                                 f"{m['acc@120']:7.3f} {m['consistency']:7.3f} "
+                                 f"{m['distance']:8.1f}")
+    return "\n".join(lines)
