@@ -39,13 +39,9 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
     graph, nodes, links, records = load_touchdown_split_records(
         d.tfds_config, splits, tfds_dir=d.tfds_dir or None, manual_dir=d.manual_dir or None,
         graph_dir=d.graph_dir or None)
-    vocab_path = os.path.join(workdir, "vocab.json")
-    if os.path.exists(vocab_path):
-        vocab = touchdown_nav.Vocabulary.load(vocab_path)
-    else:
-        vocab = touchdown_nav.Vocabulary.build(r["navigation_text"] for r in records[d.train_split])
-        if jax.process_index() == 0:
-            vocab.save(vocab_path)
+    vocab = touchdown_nav.Vocabulary.load_or_build(
+        os.path.join(workdir, "vocab.json"),
+        (r["navigation_text"] for r in records[d.train_split]), save=jax.process_index() == 0)
     reference = TouchdownReference(links)
     episodes = {s: touchdown_nav.episodes(records[s], nodes, reference, vocab, d.max_tokens,
                                           d.max_route, max(config.train_horizon, config.test_horizon))
@@ -113,8 +109,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     train_step = dp.make_train_step(loss_fn, mesh, num_consts=2)
     sample = sample_batch_fn(data["episodes"][config.data.train_split], config.batch_size, mesh)
     rollout = nav_eval.make_rollout(model_factory(model, config.crop), config.test_horizon)
-    hops = {s: touchdown_nav.hops_to_goal(data["graph"], e["goal"])
-            for s, e in data["episodes"].items()}
+    eval_splits = [s for s in config.data.eval_splits.split(",") if s]
+    hops = {s: touchdown_nav.hops_to_goal(data["graph"], data["episodes"][s]["goal"])
+            for s in {config.data.dev_split, *eval_splits}}   # [E, N] each: not for train
     eval_key = jax.random.fold_in(base, 2)
     step_key = jax.random.fold_in(base, 1)
 
@@ -137,13 +134,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     results = {"config": config.to_dict(), "best_step": meta["best_step"], "last_step": step,
                "agent": config.model.kind}
     consts = (best_params, features, sim.graph.yaw)
-    for split in [s for s in config.data.eval_splits.split(",") if s]:
+    baselines = {name: nav_eval.make_rollout(nav_eval.baseline_factory(name), config.test_horizon)
+                 for name in config.eval.baselines.split(",") if name}   # compiled once each
+    for split in eval_splits:
         ev = nav_eval.evaluate(rollout, sim, consts, data["episodes"][split], hops[split],
                                eval_key, config.eval.batch_size)
         results[split] = {config.model.kind: {k: ev[k] for k in ("tc", "spd", "sed")},
                           "episodes": len(data["episodes"][split]["goal"])}
-        for name in [b for b in config.eval.baselines.split(",") if b]:
-            run = nav_eval.make_rollout(nav_eval.baseline_factory(name), config.test_horizon)
+        for name, run in baselines.items():
             ev = nav_eval.evaluate(run, sim, None, data["episodes"][split], hops[split],
                                    eval_key, config.eval.batch_size)
             results[split][name] = {k: ev[k] for k in ("tc", "spd", "sed")}

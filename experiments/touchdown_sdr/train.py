@@ -59,13 +59,8 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
                          f"{sorted(raw)}")
     splits = dict(zip(("train", "tune"), split_tune(raw["train"], d.tune_fraction, config.seed)))
     splits.update({s: raw[s] for s in evals})
-    vocab_path = os.path.join(workdir, "vocab.json")
-    if os.path.exists(vocab_path):
-        vocab = Vocabulary.load(vocab_path)
-    else:
-        vocab = Vocabulary.build(splits["train"]["text"])
-        if jax.process_index() == 0:
-            vocab.save(vocab_path)
+    vocab = Vocabulary.load_or_build(os.path.join(workdir, "vocab.json"), splits["train"]["text"],
+                                     save=jax.process_index() == 0)
     out = {}
     for name, s in splits.items():
         tokens, token_len = vocab.encode(s["text"], d.max_tokens)

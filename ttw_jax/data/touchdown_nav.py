@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 from collections import Counter
 from typing import Iterable, Sequence
@@ -63,6 +64,17 @@ class Vocabulary:
     def load(cls, path: str) -> "Vocabulary":
         with open(path, encoding="utf-8") as f:
             return cls(tuple(json.load(f)))
+
+    @classmethod
+    def load_or_build(cls, path: str, texts: Iterable[str], save: bool = True) -> "Vocabulary":
+        """The vocabulary saved at `path` (a resumed run), else one built from `texts` and saved
+        there when `save` (pass False on all but one process)."""
+        if os.path.exists(path):
+            return cls.load(path)
+        vocab = cls.build(texts)
+        if save:
+            vocab.save(path)
+        return vocab
 
 
 def episodes(records: Sequence[dict], nodes: NodeTable, reference: TouchdownReference,
