@@ -1,4 +1,6 @@
 """TFDS builders of ttw-jax, installed as the `ttw_datasets` package.
 
     import ttw_datasets.ttw_localization  # registers 'ttw_localization'
+    import ttw_datasets.touchdown         # registers 'touchdown'
+    import ttw_datasets.rxr               # registers 'rxr' (RxR, R2R, synthetic)
 """

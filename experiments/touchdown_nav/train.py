@@ -28,6 +28,7 @@ from ttw_jax.train.logging import MetricWriter
 from ttw_jax.train.loop import fit
 from ttw_jax.train.workdir import check_workdir_config, write_results
 
+BATCH_KEYS = ("start_pano", "start_heading", "tokens", "token_len", "gold", "gold_len")
 RESUMABLE_CHANGES = ("patience", "eval.", "data.eval_splits", "data.tfds_dir", "data.manual_dir",
                      "data.graph_dir", "data.features")
 
@@ -77,18 +78,6 @@ def model_factory(model: Navigator, crop: int) -> nav_eval.PolicyFactory:
     return factory
 
 
-def sample_batch_fn(train: dict, batch_size: int, mesh):
-    """Jitted sample(key, arrays) -> batch of `batch_size` episodes drawn with replacement."""
-    keys = ("start_pano", "start_heading", "tokens", "token_len", "gold", "gold_len")
-    @jax.jit
-    def sample(key, arrays):
-        idx = jax.random.randint(key, (batch_size,), 0, arrays["gold"].shape[0])
-        return {k: arrays[k][idx] for k in keys}
-    device_arrays = dp.replicate({k: train[k] for k in keys}, mesh)
-    return lambda key: jax.lax.with_sharding_constraint(sample(key, device_arrays),
-                                                       dp.batch_sharded(mesh))
-
-
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                        hooks: Sequence[Callable[[int], None]] = ()) -> dict:
     """Trains, checkpoints into `workdir`, evaluates; returns (and writes) the results dict.
@@ -107,7 +96,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
 
     loss_fn = imitation_loss(model, config.crop, config.train_horizon)
     train_step = dp.make_train_step(loss_fn, mesh, num_consts=2)
-    sample = sample_batch_fn(data["episodes"][config.data.train_split], config.batch_size, mesh)
+    train_eps = data["episodes"][config.data.train_split]
+    sample = dp.episode_sampler({k: train_eps[k] for k in BATCH_KEYS}, config.batch_size, mesh)
     rollout = nav_eval.make_rollout(model_factory(model, config.crop), config.test_horizon)
     eval_splits = [s for s in config.data.eval_splits.split(",") if s]
     hops = {s: touchdown_nav.hops_to_goal(data["graph"], data["episodes"][s]["goal"])

@@ -6,75 +6,15 @@ the official navigator's rules (`TouchdownReference.gold_actions`).
 """
 from __future__ import annotations
 
-import dataclasses
-import json
-import os
-import re
-from collections import Counter
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from ttw_jax.envs.reference import STOP, TouchdownReference
+from ttw_jax.data.vocab import PAD, UNK, Vocabulary, tokenize
 from ttw_jax.graphs.panorama import NodeTable, PanoGraph, distances_from
 
-PAD, UNK = 0, 1
-_TOKEN = re.compile(r"[a-z0-9]+|[^\sa-z0-9]")
-
-
-def tokenize(text: str) -> list[str]:
-    """Lower-cased words and punctuation marks."""
-    return _TOKEN.findall(text.lower())
-
-
-@dataclasses.dataclass(frozen=True)
-class Vocabulary:
-    """Word ids: 0 padding, 1 unknown, then words by decreasing training frequency."""
-    words: tuple[str, ...]
-
-    @classmethod
-    def build(cls, texts: Iterable[str], min_count: int = 1) -> "Vocabulary":
-        counts = Counter(w for t in texts for w in tokenize(t))
-        kept = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
-        return cls(("<pad>", "<unk>", *kept))
-
-    @property
-    def index(self) -> dict[str, int]:
-        return {w: i for i, w in enumerate(self.words)}
-
-    def __len__(self) -> int:
-        return len(self.words)
-
-    def encode(self, texts: Sequence[str], max_len: int) -> tuple[np.ndarray, np.ndarray]:
-        """(ids [E, max_len] int32, lengths [E] int32); longer texts are truncated."""
-        index = self.index
-        ids = np.zeros((len(texts), max_len), np.int32)
-        lengths = np.zeros(len(texts), np.int32)
-        for i, t in enumerate(texts):
-            toks = [index.get(w, UNK) for w in tokenize(t)][:max_len]
-            ids[i, :len(toks)] = toks
-            lengths[i] = max(len(toks), 1)
-        return ids, lengths
-
-    def save(self, path: str) -> None:
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(list(self.words), f)
-
-    @classmethod
-    def load(cls, path: str) -> "Vocabulary":
-        with open(path, encoding="utf-8") as f:
-            return cls(tuple(json.load(f)))
-
-    @classmethod
-    def load_or_build(cls, path: str, texts: Iterable[str], save: bool = True) -> "Vocabulary":
-        """The vocabulary saved at `path` (a resumed run), else one built from `texts` and saved
-        there when `save` (pass False on all but one process)."""
-        if os.path.exists(path):
-            return cls.load(path)
-        vocab = cls.build(texts)
-        if save:
-            vocab.save(path)
-        return vocab
+__all__ = ["PAD", "UNK", "Vocabulary", "tokenize", "episodes", "hops_to_goal"]
 
 
 def episodes(records: Sequence[dict], nodes: NodeTable, reference: TouchdownReference,

@@ -58,11 +58,34 @@ def candidates(graph: PanoGraph, state: MatterportState) -> dict:
     """What the agent sees of its action space, each [K]: `node`, `mask` (neighbour present),
     `rel_heading` (edge heading minus agent heading, wrapped to [-pi, pi)), `elevation`, `length`."""
     nb = graph.neighbors[state.node]
-    rel = jnp.mod(graph.headings[state.node] - state.heading + math.pi, 2 * math.pi) - math.pi
+    rel = jnp.mod(graph.headings[state.node] - state.heading[..., None] + math.pi,
+                  2 * math.pi) - math.pi
     return dict(node=nb, mask=nb >= 0, rel_heading=rel, elevation=graph.elevations[state.node],
                 length=graph.lengths[state.node])
 
 
+def observe(graph: PanoGraph, view_features: jax.Array, state: MatterportState) -> dict:
+    """The agent's observation in `state` (batched):
+
+    views [B, 36, D + 4]: each standard view's features (`view_features` [N, 36, D], absolute
+    orientation) and the angle encoding of its heading relative to the agent and its elevation;
+    cands [B, K, D + 6]: per navigable direction, the features of the view it lies in, the
+    angle encoding of its relative heading and elevation, and two structural features: the edge
+    length / 5 m and the neighbour's out-degree / 10; cand_mask [B, K] (neighbour present).
+    """
+    from ttw_jax.data.views import VIEW_ELEVATIONS, VIEW_HEADINGS, angle_features, nearest_view
+    node = state.node
+    view_rel = jnp.asarray(VIEW_HEADINGS)[None] - state.heading[:, None]
+    views = jnp.concatenate([view_features[node], jnp.broadcast_to(
+        angle_features(view_rel, jnp.asarray(VIEW_ELEVATIONS)[None]), view_rel.shape + (4,))], -1)
+    cand = candidates(graph, state)
+    which = nearest_view(jnp.asarray(graph.headings[node], jnp.float32), cand["elevation"])
+    cand_vis = jnp.take_along_axis(view_features[node], which[..., None], axis=1)
+    structure = jnp.stack([cand["length"] / 5.0, jnp.where(
+        cand["mask"], graph.degree[jnp.maximum(cand["node"], 0)], 0) / 10.0], -1)
+    cands = jnp.concatenate([cand_vis, angle_features(cand["rel_heading"], cand["elevation"]),
+                             structure.astype(cand_vis.dtype)], -1)
+    return dict(views=views, cands=cands, cand_mask=cand["mask"])
 
 
 def rollout(graph: PanoGraph, state: MatterportState, policy: Policy, carry: Any, rng: jax.Array,

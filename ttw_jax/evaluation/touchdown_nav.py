@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ttw_jax.envs import touchdown as td
+from ttw_jax.evaluation.chunks import map_in_chunks
 from ttw_jax.metrics.touchdown import success_weighted_edit_distance, task_completion
 
 PolicyFactory = Callable[[Any, dict], tuple[td.Policy, Any]]
@@ -49,14 +50,8 @@ def evaluate(run, sim: td.TouchdownSim, consts, episodes: dict, goal_hops: np.nd
     """Means of TC, SPD (hops from the final panorama to the goal) and SED over all episodes,
     plus per-episode arrays under 'episodes'. Chunks are padded to `batch_size` (one compile)."""
     n = len(episodes["goal"])
-    outs = []
-    for i, start in enumerate(range(0, n, batch_size)):
-        idx = np.arange(start, start + batch_size)
-        idx = np.where(idx < n, idx, 0)
-        batch = {k: jnp.asarray(episodes[k][idx]) for k in EPISODE_KEYS if k in episodes}
-        out = jax.device_get(run(sim, consts, batch, jax.random.fold_in(rng, i)))
-        outs.append({k: v[:min(batch_size, n - start)] for k, v in out.items()})
-    per = {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}
+    per = map_in_chunks(lambda batch, key: run(sim, consts, batch, key), episodes, EPISODE_KEYS,
+                        batch_size, rng)
     hops = goal_hops[np.arange(n), per["final"]].astype(np.float32)
     per["spd"] = np.where(hops >= 0, hops, np.inf)
     return {"tc": float(per["tc"].mean()), "spd": float(per["spd"].mean()),

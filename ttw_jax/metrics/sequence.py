@@ -93,13 +93,8 @@ def _tropical_compose(f: tuple[jax.Array, jax.Array],
     return f[0] + g[0], jnp.minimum(f[1] + g[0], g[1])
 
 
-def dtw(cost: ArrayLike, a_len: ArrayLike, b_len: ArrayLike) -> jax.Array:
-    """Dynamic time warping cost over cost[:a_len, :b_len].
-
-    cost: [Ta, Tb] float, cost[i, j] the cost of aligning a[i] with b[j]. With D[0, 0] = 0,
-    D[i, 0] = D[0, j] = inf and D[i, j] = cost[i-1, j-1] + min(D[i-1, j], D[i, j-1], D[i-1, j-1]),
-    returns D[a_len, b_len] as a scalar float32 (inf if exactly one length is 0).
-    """
+def _dtw_scan(cost: ArrayLike, a_len: ArrayLike, b_len: ArrayLike):
+    """(D[a_len, b_len], D[i + 1, b_len] for every row i [Ta]) of the recurrence in `dtw`."""
     cost = jnp.asarray(cost, jnp.float32)
     ta, tb = cost.shape
     a_len = jnp.clip(jnp.asarray(a_len, jnp.int32), 0, ta)
@@ -109,17 +104,34 @@ def dtw(cost: ArrayLike, a_len: ArrayLike, b_len: ArrayLike) -> jax.Array:
     inf = jnp.float32(jnp.inf)
     first = jnp.full((tb + 1,), inf).at[0].set(0.0)
 
-    def row(prev: jax.Array, inp: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, None]:
+    def row(prev: jax.Array, inp: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
         i, c = inp  # c = cost[i-1, :]
         # new[j] = c[j-1] + min(new[j-1], m[j]) with m[j] = min(prev[j], prev[j-1]): a (min, +)
         # linear recurrence, solved with an associative scan of maps x -> min(x + s, t).
         m = jnp.minimum(prev[1:], prev[:-1])
         _, t = jax.lax.associative_scan(_tropical_compose, (c, m + c))
         new = jnp.concatenate([jnp.full((1,), inf), t])  # D[i, 0] = inf so only t survives
-        return jnp.where(i <= a_len, new, prev), None
+        new = jnp.where(i <= a_len, new, prev)
+        return new, new[b_len]
 
-    last, _ = jax.lax.scan(row, first, (jnp.arange(1, ta + 1, dtype=jnp.int32), cost))
-    return last[b_len]
+    last, rows = jax.lax.scan(row, first, (jnp.arange(1, ta + 1, dtype=jnp.int32), cost))
+    return last[b_len], rows
+
+
+def dtw(cost: ArrayLike, a_len: ArrayLike, b_len: ArrayLike) -> jax.Array:
+    """Dynamic time warping cost over cost[:a_len, :b_len].
+
+    cost: [Ta, Tb] float, cost[i, j] the cost of aligning a[i] with b[j]. With D[0, 0] = 0,
+    D[i, 0] = D[0, j] = inf and D[i, j] = cost[i-1, j-1] + min(D[i-1, j], D[i, j-1], D[i-1, j-1]),
+    returns D[a_len, b_len] as a scalar float32 (inf if exactly one length is 0).
+    """
+    return _dtw_scan(cost, a_len, b_len)[0]
+
+
+def dtw_prefixes(cost: ArrayLike, a_len: ArrayLike, b_len: ArrayLike) -> jax.Array:
+    """DTW of every prefix of `a` against b[:b_len]: [Ta] float32 with entry i = D[i + 1, b_len]
+    (the recurrence of `dtw`); rows at or past `a_len` repeat D[a_len, b_len]."""
+    return _dtw_scan(cost, a_len, b_len)[1]
 
 
 def dtw_np(cost: np.ndarray) -> float:

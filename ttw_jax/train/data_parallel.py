@@ -86,3 +86,18 @@ def shard_global(tree, sharding: NamedSharding):
         x = np.asarray(x)
         return jax.make_array_from_callback(x.shape, sharding, lambda idx: x[idx])
     return jax.tree_util.tree_map(put, tree)
+
+
+def episode_sampler(arrays: dict, batch_size: int, mesh: Mesh):
+    """sample(key) -> {name: array[idx]} for `batch_size` episodes drawn uniformly with replacement
+    from `arrays` (host arrays with a common leading axis, copied to every device once); the batch
+    comes back sharded along the 'data' axis."""
+    @jax.jit
+    def sample(key, device_arrays):
+        n = next(iter(device_arrays.values())).shape[0]
+        idx = jax.random.randint(key, (batch_size,), 0, n)
+        return {k: v[idx] for k, v in device_arrays.items()}
+    device_arrays = replicate(arrays, mesh)
+    return lambda key: jax.lax.with_sharding_constraint(sample(key, device_arrays),
+                                                       batch_sharded(mesh))
+

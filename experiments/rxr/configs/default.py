@@ -1,0 +1,62 @@
+"""RxR RCM agent on the synthetic config: templated en-US / hi-IN instructions on real Matterport
+graphs, synthetic view features (each view shows its neighbour's landmark); minutes on 2 cores.
+
+The synthetic data need the Matterport connectivity files (`data.connectivity_dir`, e.g.
+../shared/data/matterport/connectivity). Ablations: `--config.model.kind=language_only` (angle
+features only) or `vision_only` (the instruction is never read).
+"""
+import ml_collections
+
+
+def get_config():
+    c = ml_collections.ConfigDict()
+    c.seed = 0
+    c.model = ml_collections.ConfigDict()
+    c.model.kind = "full"          # full | language_only | vision_only
+    c.model.embed_dim = 128
+    c.model.hidden = 256
+    c.model.conv_layers = 2        # residual 1-D convolutions over the words
+    c.model.kernel = 3
+    c.model.step_embedding = 0     # > 0: embed the step number (min(t, n - 1)) into the decoder
+
+    c.batch_size = 32              # half behavioural cloning, half policy gradient
+    c.learning_rate = 5e-4         # Adam (Ku et al. 2020 use 1e-4; 5e-4 fits a CPU budget)
+    c.grad_clip = 5.0
+    c.num_steps = 3000
+    c.eval_every = 250             # dev SPL, checkpoint, early stopping
+    c.patience = 4
+    c.log_every = 10               # also the host-sync period
+    c.max_checkpoints = 2
+    c.test_horizon = 20            # greedy decoding steps
+
+    c.loss = ml_collections.ConfigDict()
+    c.loss.horizon = 12            # training rollout steps
+    c.loss.bc_every = 2            # row i is cloned when i % bc_every == 0 (1: all, 0: none)
+    c.loss.gamma = 0.9
+    c.loss.stop_reward = 1.0       # end-of-episode reward stop_reward * (1 - NE / radius)
+    c.loss.entropy_weight = 0.01
+    c.loss.grounding_weight = 1.0  # only where pose-trace masks exist
+    c.loss.success_radius = 3.0
+
+    c.data = ml_collections.ConfigDict()
+    c.data.tfds_config = "synthetic"   # rxr TFDS config: synthetic | r2r | guide | ...
+    c.data.tfds_dir = ""           # empty: ~/tensorflow_datasets
+    c.data.manual_dir = ""         # real configs: the downloaded files (synthetic: unused)
+    c.data.connectivity_dir = ""   # Matterport <scan>_connectivity.json files (required)
+    c.data.train_split = "train"
+    c.data.dev_split = "val_seen"  # early stopping on eval.metric; "train_holdout": paths of
+    c.data.holdout_every = 20      # train with path_id % holdout_every == 0, left out of training
+    c.data.eval_splits = "val_seen,val_unseen"
+    c.data.max_tokens = 48
+    c.data.max_path = 12
+    c.data.features = "synthetic"  # "" (angles only) | synthetic | <views .npz>
+    c.data.feature_dim = 32        # synthetic features
+    c.data.feature_noise = 0.3
+    c.data.num_landmarks = 16
+
+    c.eval = ml_collections.ConfigDict()
+    c.eval.batch_size = 256
+    c.eval.baselines = "random_walk,random_heading,first_step"
+    c.eval.baseline_seeds = 3
+    c.eval.metric = "ndtw"         # early stopping / best parameters (RxR's primary metric)
+    return c

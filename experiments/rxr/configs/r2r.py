@@ -1,0 +1,29 @@
+"""RCM agent on the real R2R data with angle features only (a language + structure agent).
+
+  python -m experiments.rxr.main --config=experiments/rxr/configs/r2r.py --workdir=/tmp/r2r \
+      --config.data.manual_dir=../shared/data/r2r \
+      --config.data.connectivity_dir=../shared/data/matterport/connectivity
+
+The shared R2R files have no val_unseen split and test has only start viewpoints, so model
+selection uses `train_holdout` (the train paths with path_id % 20 == 0, about 5%, left out of
+training) and val_seen is reported untouched.
+"""
+from experiments.rxr.configs import default
+
+
+def get_config():
+    c = default.get_config()
+    c.data.tfds_config = "r2r"
+    c.data.features = ""
+    c.data.max_tokens = 80
+    c.data.max_path = 8
+    c.data.eval_splits = "val_seen"
+    c.data.dev_split = "train_holdout"
+    c.num_steps = 10000
+    c.eval_every = 500
+    c.patience = 6
+    c.loss.horizon = 10
+    c.test_horizon = 15
+    c.eval.metric = "sr"
+    c.model.step_embedding = 16    # the step number helps an agent without vision stop
+    return c
