@@ -80,6 +80,8 @@ def test_changed_config_is_refused_and_bad_settings_are_named(uninterrupted, tfd
                                  str(tmp_path / "a"))
     with pytest.raises(ValueError, match="unknown model.kind"):
         train.train_and_evaluate(tiny_config(tfds_dir, model__kind="blind"), str(tmp_path / "b"))
+    with pytest.raises(ValueError, match="lr_schedule"):
+        train.train_and_evaluate(tiny_config(tfds_dir, lr_schedule="linear"), str(tmp_path / "c"))
 
 
 def test_trained_agent_beats_the_baselines_that_ignore_the_gold_path(tfds_dir, tmp_path):

@@ -1,6 +1,6 @@
 r"""RCM policy rollouts on the real Matterport graphs: one `lax.scan` call against a Python loop.
 
-  cd /work/main && PYTHONPATH=. python -m experiments.benchmarks.rxr_rollout_bench \
+  python -m experiments.benchmarks.rxr_rollout_bench \
       [--connectivity_dir=../shared/data/matterport/connectivity] [--batch_sizes=64,1024]
 
 All scans' connectivity graphs (one `PanoGraph`), a default-size `RCMAgent` (embed 128, hidden 256,

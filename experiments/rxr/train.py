@@ -30,8 +30,9 @@ from ttw_jax.train.logging import MetricWriter
 from ttw_jax.train.loop import fit
 from ttw_jax.train.workdir import check_workdir_config, write_results
 
-RESUMABLE_CHANGES = ("patience", "eval.", "data.eval_splits", "data.tfds_dir", "data.manual_dir",
-                     "data.connectivity_dir")
+# eval splits are not resumable: their scans join the graph (node numbering, action space)
+RESUMABLE_CHANGES = ("patience", "eval.batch_size", "eval.baselines", "eval.baseline_seeds",
+                     "data.tfds_dir", "data.manual_dir", "data.connectivity_dir")
 KINDS = ("full", "language_only", "vision_only")
 HOLDOUT = "train_holdout"   # dev split carved out of train (`data.holdout_every`)
 BATCH_KEYS = ("start", "heading", "path", "path_len", "gold", "tokens", "token_len",
@@ -67,7 +68,7 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
     manual = d.connectivity_dir if d.tfds_config == "synthetic" else d.manual_dir
     records = rxr_data.load_split_records(d.tfds_config, splits, tfds_dir=d.tfds_dir or None,
                                           manual_dir=manual or None)
-    if d.dev_split == HOLDOUT:   # every holdout_every-th train path (all its instructions)
+    if HOLDOUT in {d.dev_split, *_splits(d.eval_splits)}:   # every holdout_every-th train path
         train_records = records[d.train_split]
         records[HOLDOUT] = [r for r in train_records if r["path_id"] % d.holdout_every == 0]
         records[d.train_split] = [r for r in train_records
@@ -81,6 +82,10 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
     languages = sorted({r["language"] for s in splits for r in records[s]})
     episodes = {s: rxr_episodes.episodes(records[s], nodes, graph, vocab, languages,
                                          d.max_tokens, d.max_path) for s in splits}
+    with_features = {s for s, e in episodes.items() if "text_features" in e}
+    if with_features and with_features != set(splits):
+        raise ValueError(f"text features exist for splits {sorted(with_features)} but not for "
+                         f"{sorted(set(splits) - with_features)}: provide them for every split")
     return dict(graph=graph, nodes=nodes, geodesic=geodesic_table(graph, scan_of), vocab=vocab,
                 languages=languages, episodes=episodes,
                 features=view_feature_table(config, graph, nodes))
@@ -100,7 +105,12 @@ def create_train_state(config, model: RCMAgent, feature_dim: int, max_degree: in
                         jnp.zeros((b, views.NUM_VIEWS, f)),
                         jnp.zeros((b, max_degree, f + views.STRUCTURE_DIM)),
                         jnp.ones((b, max_degree), bool), text)
-    tx = optax.chain(optax.clip_by_global_norm(config.grad_clip), optax.adam(config.learning_rate))
+    lr = config.learning_rate
+    if config.lr_schedule == "cosine":   # to 5% of the peak at num_steps
+        lr = optax.cosine_decay_schedule(lr, config.num_steps, alpha=0.05)
+    elif config.lr_schedule != "constant":
+        raise ValueError(f"lr_schedule must be 'constant' or 'cosine', got {config.lr_schedule!r}")
+    tx = optax.chain(optax.clip_by_global_norm(config.grad_clip), optax.adam(lr))
     return train_state.TrainState.create(apply_fn=model.apply, params=params, tx=tx)
 
 
@@ -174,10 +184,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         for name, run in baselines.items():
             runs = [r2r_eval.evaluate(run, graph, geodesic, None, eps,
                                       jax.random.fold_in(eval_key, 1000 + seed),
-                                      config.eval.batch_size)
+                                      config.eval.batch_size, data["languages"])
                     for seed in range(config.eval.baseline_seeds)]
             results[split][name] = {k: float(np.mean([r[k] for r in runs]))
                                     for k in r2r_eval.METRICS}
+            results[split][name]["per_language"] = {
+                lang: {k: float(np.mean([r["per_language"][lang][k] for r in runs]))
+                       for k in r2r_eval.METRICS} for lang in runs[0]["per_language"]}
     write_results(workdir, results, format_results(results))
     writer.close()
     return results

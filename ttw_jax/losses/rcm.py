@@ -9,7 +9,12 @@ radius, negative beyond it). Returns are discounted by `gamma`; the baseline is 
 of the policy-gradient rows active at that step. The optional attention-grounding loss
 `log sum_i exp(z_i) - log sum_i m_i exp(z_i)` applies to the cloning rows' visual and textual
 attention logits z where pose-trace masks m exist.
-Every episode weighs the same, so equal shards of a batch average to the global loss.
+Every episode weighs the same, so equal shards of a batch average to the global loss. Each
+episode's policy-gradient sum is averaged over its own active steps, like the cloning term; as the
+number of steps depends on the sampled actions, this down-weights the steps of long episodes
+relative to the plain REINFORCE estimator (a known bias of this normalisation, kept because the
+reported runs use it). The textual grounding term is skipped when the agent reads text features
+(the pose-trace word masks index words, not feature positions).
 """
 from __future__ import annotations
 
@@ -116,10 +121,11 @@ def mixed_loss(model: RCMAgent, config: ml_collections.ConfigDict):
             steps = min(horizon, batch["word_mask"].shape[1])
             valid = (bc_mask[:steps] > 0) & batch["has_masks"][None]
             out = traj["output"]
-            gl = (grounding_loss(out["vis_logits"][:steps],
-                                 jnp.swapaxes(batch["view_mask"][:, :steps], 0, 1), valid) +
-                  grounding_loss(out["txt_logits"][:steps],
-                                 jnp.swapaxes(batch["word_mask"][:, :steps], 0, 1), valid))
+            gl = grounding_loss(out["vis_logits"][:steps],
+                                jnp.swapaxes(batch["view_mask"][:, :steps], 0, 1), valid)
+            if "text_features" not in batch:   # word masks index words, not feature positions
+                word_mask = jnp.swapaxes(batch["word_mask"][:, :steps], 0, 1) & ctx_mask[None]
+                gl = gl + grounding_loss(out["txt_logits"][:steps], word_mask, valid)
             ground = jnp.sum(gl * bc_w[:steps])
             loss = loss + config.grounding_weight * ground / b
             metrics["grounding_loss"] = ground / jnp.maximum(jnp.sum(forced), 1)

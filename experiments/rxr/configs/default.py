@@ -21,6 +21,7 @@ def get_config():
 
     c.batch_size = 32              # half behavioural cloning, half policy gradient
     c.learning_rate = 5e-4         # Adam (Ku et al. 2020 use 1e-4; 5e-4 fits a CPU budget)
+    c.lr_schedule = "constant"     # or "cosine" (decays to 5% at num_steps)
     c.grad_clip = 5.0
     c.num_steps = 3000
     c.eval_every = 250             # dev SPL, checkpoint, early stopping
