@@ -21,10 +21,8 @@ def get_config():
     c.data.dev_split = "train_holdout"
     c.num_steps = 10000
     c.eval_every = 500
-    c.patience = 20                # keep the best of all 20 evaluations
-    c.lr_schedule = "cosine"
+    c.patience = 6
     c.loss.horizon = 10
     c.test_horizon = 15
     c.eval.metric = "sr"
-    c.model.step_embedding = 16    # how far it has come: a cue for stopping without vision
     return c
