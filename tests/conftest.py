@@ -1,8 +1,15 @@
-"""Test set-up: 8 fake CPU devices, and the real data beside the checkout (`../shared/data`)."""
+"""Test set-up: 8 fake CPU devices, a per-session compilation cache, and the real data beside the
+checkout (`../shared/data`)."""
 import os
 
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                            " --xla_force_host_platform_device_count=8").strip()
+# A persistent compilation cache for the session: the trainer tests compile the same programs
+# again when they crash and resume a run, and that recompilation dominated their time.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    import tempfile
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="ttw_jax_cache_")
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "1")
 
 import pytest  # noqa: E402
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import os
 
-import tensorflow_datasets as tfds
-
+from ttw_jax.data import tfds_prepare
 from ttw_datasets.touchdown import touchdown_dataset_builder as td_builder
 from ttw_jax.data.touchdown_records import check_panoids
 from ttw_jax.graphs.panorama import NodeTable, PanoGraph
@@ -18,19 +17,14 @@ from ttw_jax.graphs.touchdown import LinkRow, SOURCE_HINT, compile_touchdown, re
 
 def prepare(config: str, tfds_dir: str | None = None, manual_dir: str | None = None) -> None:
     """Builds `touchdown/<config>` in `tfds_dir` unless it is already there."""
-    builder = td_builder.Builder(config=config, data_dir=tfds_dir, file_format="array_record")
-    if not builder.is_prepared():
-        builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
-            manual_dir=manual_dir))
+    tfds_prepare.prepare(td_builder.Builder, config, tfds_dir, manual_dir)
 
 
 def load_touchdown_split_records(config: str, splits, tfds_dir: str | None = None,
                                  manual_dir: str | None = None, graph_dir: str | None = None
                                  ) -> tuple[PanoGraph, NodeTable, list[LinkRow], dict]:
     """(host graph, node table, links rows, {split: navigation records}) for a TFDS config."""
-    if config not in td_builder.Builder.builder_configs:
-        raise ValueError(f"unknown touchdown config {config!r}; choose from "
-                         f"{sorted(td_builder.Builder.builder_configs)}")
+    tfds_prepare.builder_config(td_builder.Builder, config)
     cfg = td_builder.Builder.builder_configs[config]
     if cfg.task != "navigation":
         raise ValueError(f"touchdown/{config} holds SDR examples, not navigation routes")

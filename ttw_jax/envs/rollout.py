@@ -27,3 +27,16 @@ def scan_rollout(step: Callable[[Any, jax.Array], Any], state: Any, policy: Poli
     (state, carry), (states, actions, outs) = jax.lax.scan(
         body, (state, carry), (jnp.arange(horizon), keys))
     return state.replace(done=jnp.ones_like(state.done)), carry, states, actions, outs
+
+
+def choose_action(logits: jax.Array, t: jax.Array, key: jax.Array, gold: jax.Array | None = None,
+                  greedy: bool = True) -> jax.Array:
+    """[B] int32 action of a model policy at step t: the demonstrated gold[:, t] (teacher
+    forcing) when `gold` [B, T] is given, else the argmax of logits [B, A] (greedy) or a sample."""
+    if gold is not None:
+        action = gold[:, t]
+    elif greedy:
+        action = jnp.argmax(logits, -1)
+    else:
+        action = jax.random.categorical(key, logits)
+    return action.astype(jnp.int32)

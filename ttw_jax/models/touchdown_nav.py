@@ -96,18 +96,14 @@ def navigator_policy(model: Navigator, params, features: jax.Array, yaw: jax.Arr
     is the logits [B, 4].
     """
     from ttw_jax.data.pano_features import crop_to_heading
+    from ttw_jax.envs.rollout import choose_action
 
     def policy(carry, state, t, key):
         lstm, prev = carry
         image = crop_to_heading(features, yaw, state.pano, state.heading, crop)
         lstm, logits = model.apply(params, lstm, text, image, prev, method=Navigator.step)
-        if gold is not None:
-            action = gold[:, t]
-        elif greedy:
-            action = jnp.argmax(logits, -1)
-        else:
-            action = jax.random.categorical(key, logits)
-        return (lstm, action.astype(jnp.int32)), action.astype(jnp.int32), logits
+        action = choose_action(logits, t, key, gold, greedy)
+        return (lstm, action), action, logits
 
     batch = text.shape[0]
     zeros = jnp.zeros((batch, model.hidden), jnp.float32)

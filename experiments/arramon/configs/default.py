@@ -1,0 +1,45 @@
+"""ArraMon V/L baseline on synthetic instances (the `arramon` TFDS builder's `synthetic`
+config, built on first use): CPU-sized defaults. `--config.model.kind=vo|lo` gives the
+ablations. For the real data see `configs/real_val_seen.py`."""
+import ml_collections
+
+
+def get_config():
+    c = ml_collections.ConfigDict()
+    c.seed = 0
+    c.model = ml_collections.ConfigDict()
+    c.model.kind = "vl"            # vl | vo | lo
+    c.model.embed_dim = 300        # paper: 300-d word embeddings
+    c.model.action_dim = 64        # paper: 64-d action embeddings
+    c.model.hidden = 128           # paper: LSTM hidden 128
+    c.model.dropout = 0.3
+
+    c.batch_size = 32
+    c.learning_rate = 1e-3         # Adam (paper)
+    c.grad_clip = 5.0
+    c.num_steps = 1200
+    c.eval_every = 300             # dev metric, checkpoint, early stopping
+    c.metric = "ctc3"              # early-stopping metric (maximised): any of METRICS
+    c.patience = 4
+    c.log_every = 10               # also the host-sync period
+    c.max_checkpoints = 2
+    c.horizon = 150                # step limit per phase at evaluation (paper)
+
+    c.data = ml_collections.ConfigDict()
+    c.data.tfds_config = "synthetic"   # or english / hindi (manual download)
+    c.data.tfds_dir = ""           # empty: ~/tensorflow_datasets
+    c.data.manual_dir = ""         # english / hindi: the directory with the .json files
+    c.data.train_split = "train"
+    c.data.dev_split = "val_seen"  # early stopping
+    c.data.eval_splits = "val_seen,val_unseen"
+    # Real data without a train file: split one split's instances by a stable hash of `code`
+    # into partition_train / partition_dev / partition_test with these fractions (train, dev).
+    c.data.partition_split = ""
+    c.data.partition = (0.7, 0.1)
+    c.data.max_tokens = 64
+    c.data.max_objects = 8
+
+    c.eval = ml_collections.ConfigDict()
+    c.eval.batch_size = 256
+    c.eval.baselines = "random"
+    return c

@@ -1,0 +1,13 @@
+r"""Launcher: ArraMon vision-and-language baseline (and its V/O, L/O ablations).
+
+  python -m experiments.arramon.main --workdir=/tmp/arramon_vl \
+      --config=experiments/arramon/configs/default.py --config.model.kind=lo
+
+Multi-host (TPU pods, GPU clusters): pass --multihost on every host; each process then calls
+`jax.distributed.initialize()` and only process 0 logs and writes files.
+"""
+from experiments.arramon import train
+from ttw_jax.train.launch import launch
+
+if __name__ == "__main__":
+    launch(train.train_and_evaluate, "experiments/arramon/configs/default.py")
