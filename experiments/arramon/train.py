@@ -29,8 +29,7 @@ from ttw_jax.train.logging import MetricWriter
 from ttw_jax.train.loop import fit
 from ttw_jax.train.workdir import check_workdir_config, write_results
 
-RESUMABLE_CHANGES = ("patience", "eval.", "data.eval_splits", "data.tfds_dir", "data.manual_dir",
-                     "horizon")
+RESUMABLE_CHANGES = ("patience", "eval.", "data.eval_splits", "data.tfds_dir", "data.manual_dir")
 PARTITIONS = ("partition_train", "partition_dev", "partition_test")
 NUM_TYPES = len(ae.ar.TYPES)
 NUM_ATTRS = (ae.NUM_ATTRIBUTES[0], ae.NUM_ATTRIBUTES[1],

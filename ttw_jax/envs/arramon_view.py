@@ -5,8 +5,9 @@ bool), so navigation and assembly views share one model input:
 - Navigation: each present object within `VIEW_RANGE` units and `FIELD_OF_VIEW` degrees of the
   heading; geo = (sin, cos) of its bearing (positive to the right), distance / VIEW_RANGE, 1.
   There is no occlusion (the data do not hold the buildings).
-- Assembly: the 20 grid cells (visible when something is on them; attrs of the top object) and
-  the four walls (always visible, each its own type id after the object types); geo = the
+- Assembly: the 20 grid cells (visible when an object of known looks is on top; objects whose
+  looks are unknown, i.e. reconstructed under real level-2 targets, stay invisible so the view
+  cannot point at the target cell) and the four walls (always visible, each its own type id after the object types); geo = the
   entity's (right, forward) offset from the agent in cells / 4, its stack height / 2, 1.
 """
 from __future__ import annotations
@@ -64,6 +65,6 @@ def assembly_view(state: env.AssemblyState, grid_attrs: jax.Array, num_types: in
     wall_attrs = jnp.array([[0, 0, wall_type(num_types, w)] for w in range(NUM_WALLS)], jnp.int32)
     attrs = jnp.concatenate([grid_attrs.reshape(b, -1, 3),
                              jnp.broadcast_to(wall_attrs, (b, NUM_WALLS, 3))], 1)
-    visible = jnp.concatenate([state.heights.reshape(b, -1) > 0,
-                               jnp.ones((b, NUM_WALLS), bool)], 1)
+    known = (state.heights > 0) & (grid_attrs[..., 2] > 0)
+    visible = jnp.concatenate([known.reshape(b, -1), jnp.ones((b, NUM_WALLS), bool)], 1)
     return attrs, jnp.where(visible[..., None], geo, 0.0), visible

@@ -58,7 +58,9 @@ def agent_runners(nav_model: PhaseAgent, assem_model: PhaseAgent,
 def make_task_rollout(runners: tuple[NavRunner, AssemRunner], horizon: int = env.STEP_LIMIT,
                       strict: bool = True):
     """Jitted run(walkable, consts, batch, rng) -> {f"{metric}_{turn}": [B]} for both turns of a
-    batch of instances (keys EPISODE_KEYS of `arramon_episodes.episodes`). `strict=False` lets
+    batch of instances (keys EPISODE_KEYS of `arramon_episodes.episodes`). Runners get each
+    turn's batch: the keys of `arramon_episodes.turn_examples` without actions, plus `turn` [B].
+    `strict=False` lets
     the fallback's pick-ups score CTC-k by distance (see `metrics.arramon.ctc`); the object then
     also counts as collected for rPOD / PTC when within 3 units."""
     nav_run, assem_run = runners
@@ -74,7 +76,7 @@ def make_task_rollout(runners: tuple[NavRunner, AssemRunner], horizon: int = env
             turn = {k: batch[k] for k in ("psi0", "map_index", "objects", "object_attrs",
                                           "object_mask")}
             turn.update(start=start, heading=heading, present=present, heights=heights,
-                        grid_attrs=grid_attrs)
+                        grid_attrs=grid_attrs, turn=jnp.full(start.shape[:1], t, jnp.int32))
             for key in ("navi_tokens", "navi_token_len", "assem_tokens", "assem_token_len"):
                 turn[key] = batch[key][:, t]
             final, traj = nav_run(consts, walkable, turn, k_nav, horizon)
@@ -90,8 +92,9 @@ def make_task_rollout(runners: tuple[NavRunner, AssemRunner], horizon: int = env
             path, path_len = env.path_of(traj["state"].position, placed.position)
             out[f"assem_ndtw_{t}"] = am.ndtw(path, path_len, batch["assem_path"][:, t],
                                              batch["assem_path_len"][:, t])
+            collected = jnp.maximum(ctc["ctc0"], ctc["ctc3"])
             out.update({f"{k}_{t}": v for k, v in am.placement(
-                placed.placed, batch["assem_target"][:, t], ctc["ctc3"], placed.auto).items()})
+                placed.placed, batch["assem_target"][:, t], collected, placed.auto).items()})
             # Cascade: the next turn starts from what this turn did.
             start, heading, present = final.position, final.heading, final.present
             heights = placed.heights
