@@ -32,6 +32,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from ttw_jax.data import arramon_records as ar
+from ttw_jax.data import tfds_prepare
 from ttw_jax.data.arramon_synthetic import synthetic_instances
 
 SOURCES = ("synthetic", "english", "hindi")
@@ -156,34 +157,16 @@ class Builder(tfds.core.GeneratorBasedBuilder):
             yield key, to_example(inst, i)
 
 
-def _sources(data_dir: str | None, config):
-    if isinstance(config, ArramonConfig):
-        config = config.name
-    builder = tfds.builder(f"arramon/{config}", data_dir=data_dir)
-    if not builder.is_prepared():
-        raise FileNotFoundError(
-            f"arramon/{config} is not prepared in {builder.data_dir}: build it first with "
-            f"Builder(config={config!r}, data_dir=..., file_format='array_record')"
-            f".download_and_prepare(download_config=tfds.download.DownloadConfig("
-            f"manual_dir=...)) or ttw_jax.data.arramon_data.prepare")
-    return builder.as_data_source()
-
-
 def load_arramon(data_dir: str | None = None, config="synthetic",
                  splits: Sequence[str] | None = None) -> dict[str, list[dict]]:
     """Reads each split (or only `splits`) of a prepared `arramon/<config>` once: split ->
     instances (exactly the validated dicts), in their order in the file / generator output.
     `config` is a config name (also of a custom `ArramonConfig` built in `data_dir`) or an
     `ArramonConfig`; ValueError naming the available splits for a missing one."""
-    sources = _sources(data_dir, config)
-    if splits is not None:
-        unknown = sorted(set(splits) - set(sources))
-        if unknown:
-            raise ValueError(f"arramon/{getattr(config, 'name', config)} has no split(s) "
-                             f"{unknown}; it has {sorted(sources)}")
-        sources = {s: sources[s] for s in splits}
+    sources = tfds_prepare.prepared_sources("arramon", config, data_dir, splits,
+                                            "ttw_jax.data.arramon_data.prepare")
     out = {}
     for split, source in sources.items():
-        rows = source.__getitems__(list(range(len(source)))) if len(source) else []
+        rows = tfds_prepare.all_rows(source)
         out[split] = [from_row(r) for r in sorted(rows, key=lambda r: int(r["index"]))]
     return out

@@ -36,6 +36,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from ttw_jax.data import rxr_records as rr
+from ttw_jax.data import tfds_prepare
 
 SOURCES = ("rxr", "r2r", "synthetic")
 R2R_FILES = {s: f"R2R_{s}.json" for s in rr.R2R_SPLITS}
@@ -312,19 +313,6 @@ class Builder(tfds.core.GeneratorBasedBuilder):
             yield example_key(rec), to_example(rec)
 
 
-def _sources(data_dir: str | None, config):
-    if isinstance(config, RxrConfig):
-        config = config.name
-    builder = tfds.builder(f"rxr/{config}", data_dir=data_dir)
-    if not builder.is_prepared():
-        raise FileNotFoundError(
-            f"rxr/{config} is not prepared in {builder.data_dir}: build it first with "
-            f"Builder(config={config!r}, data_dir=..., file_format='array_record')"
-            f".download_and_prepare(download_config=tfds.download.DownloadConfig("
-            f"manual_dir=...)) or ttw_jax.data.rxr_data.prepare")
-    return builder.as_data_source()
-
-
 def load_rxr(data_dir: str | None = None, config="synthetic",
              splits: Sequence[str] | None = None) -> dict[str, list[dict]]:
     """Reads each split (or only `splits`) of a prepared `rxr/<config>` once: split -> records
@@ -332,16 +320,10 @@ def load_rxr(data_dir: str | None = None, config="synthetic",
     step_words / step_views None without masks, text_features None without features), sorted by
     (instruction_id, annotator). `config` is a config name (also of a custom `RxrConfig` built in
     `data_dir`) or an `RxrConfig`."""
-    sources = _sources(data_dir, config)
-    if splits is not None:
-        unknown = sorted(set(splits) - set(sources))
-        if unknown:
-            raise ValueError(f"rxr/{getattr(config, 'name', config)} has no split(s) {unknown}; "
-                             f"it has {sorted(sources)}")
-        sources = {s: sources[s] for s in splits}
+    sources = tfds_prepare.prepared_sources("rxr", config, data_dir, splits,
+                                            "ttw_jax.data.rxr_data.prepare")
     out = {}
     for split, source in sources.items():
-        rows = source.__getitems__(list(range(len(source)))) if len(source) else []
-        out[split] = sorted((from_row(r) for r in rows),
+        out[split] = sorted((from_row(r) for r in tfds_prepare.all_rows(source)),
                             key=lambda r: (r["instruction_id"], r["annotator"]))
     return out

@@ -28,6 +28,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import tensorflow_datasets as tfds
 
+from ttw_jax.data import tfds_prepare
 from ttw_jax.data import touchdown_records as tr
 from ttw_jax.data.sdr_synthetic import iter_synthetic_sdr_examples
 from ttw_jax.data.touchdown_synthetic import synthetic_records
@@ -291,24 +292,12 @@ def _sources(data_dir: str | None, config, needs: str):
     """The data sources (split -> source) of a prepared `touchdown/<config>`; `config` is a name
     (a config of `Builder`, or a custom `TouchdownConfig` already built in `data_dir`) or a
     `TouchdownConfig`."""
-    if isinstance(config, TouchdownConfig):
-        config = config.name
-    builder = tfds.builder(f"touchdown/{config}", data_dir=data_dir)
-    if not builder.is_prepared():
-        raise FileNotFoundError(
-            f"touchdown/{config} is not prepared in {builder.data_dir}: build it first with "
-            f"Builder(config={config!r}, data_dir=..., file_format='array_record')"
-            f".download_and_prepare()")
-    sources = builder.as_data_source()
+    sources = tfds_prepare.prepared_sources("touchdown", config, data_dir)
     first = next(iter(sources.values()), None)
     if first is not None and needs not in first.dataset_info.features:
-        raise ValueError(f"touchdown/{config} has no '{needs}' feature (wrong task for this "
-                         f"reader?)")
+        raise ValueError(f"touchdown/{getattr(config, 'name', config)} has no '{needs}' "
+                         f"feature (wrong task for this reader?)")
     return sources
-
-
-def _rows(source) -> list[dict]:
-    return list(source.__getitems__(list(range(len(source))))) if len(source) else []
 
 
 def load_navigation(data_dir: str | None = None,
@@ -322,7 +311,7 @@ def load_navigation(data_dir: str | None = None,
             {"route_id": int(r["route_id"]), "navigation_text": r["navigation_text"].decode(),
              "route_panoids": [p.decode() for p in r["route_panoids"]],
              "start_heading": float(r["start_heading"]), "end_heading": float(r["end_heading"])}
-            for r in _rows(source)), key=lambda e: e["route_id"])
+            for r in tfds_prepare.all_rows(source)), key=lambda e: e["route_id"])
     return out
 
 

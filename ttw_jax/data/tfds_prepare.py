@@ -24,3 +24,32 @@ def prepare(builder_cls, config, tfds_dir: str | None = None,
     if not builder.is_prepared():
         builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
             manual_dir=manual_dir))
+
+
+def prepared_sources(name: str, config, data_dir: str | None = None,
+                     splits=None, prepare_with: str = "") -> dict:
+    """{split: data source} of a prepared `<name>/<config>` (`config` a name or a config object),
+    only `splits` if given (ValueError naming the available ones for a missing split);
+    FileNotFoundError saying how to build it when it is not prepared (`prepare_with` names a
+    function that does)."""
+    config = getattr(config, "name", config)
+    builder = tfds.builder(f"{name}/{config}", data_dir=data_dir)
+    if not builder.is_prepared():
+        raise FileNotFoundError(
+            f"{name}/{config} is not prepared in {builder.data_dir}: build it first with "
+            f"Builder(config={config!r}, data_dir=..., file_format='array_record')"
+            f".download_and_prepare(download_config=tfds.download.DownloadConfig("
+            f"manual_dir=...))" + (f" or {prepare_with}" if prepare_with else ""))
+    sources = builder.as_data_source()
+    if splits is not None:
+        unknown = sorted(set(splits) - set(sources))
+        if unknown:
+            raise ValueError(f"{name}/{config} has no split(s) {unknown}; it has "
+                             f"{sorted(sources)}")
+        sources = {s: sources[s] for s in splits}
+    return sources
+
+
+def all_rows(source) -> list[dict]:
+    """Every example of a data source, decoded in one call."""
+    return list(source.__getitems__(list(range(len(source))))) if len(source) else []
