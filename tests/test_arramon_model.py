@@ -31,10 +31,10 @@ def _inputs(b=3, t=4, m=5, l=6):
 @pytest.mark.parametrize("kind", KINDS)
 def test_shapes_and_gradients(kind):
     model, args = _model(kind), _inputs()
-    params = model.init(jax.random.key(0), *args)
-    logits = model.apply(params, *args)
+    params = jax.jit(model.init)(jax.random.key(0), *args)
+    logits = jax.jit(model.apply)(params, *args)
     assert logits.shape == (3, 4, 4) and bool(jnp.all(jnp.isfinite(logits)))
-    grads = jax.grad(lambda p: jnp.sum(model.apply(p, *args) ** 2))(params)
+    grads = jax.jit(jax.grad(lambda p: jnp.sum(model.apply(p, *args) ** 2)))(params)
     flat = jax.tree_util.tree_leaves_with_path(grads)
     unused = {"lo": ("attr_embeds", "geo", "null", "sim_w", "fuse"),
               "vo": ("words", "encoder", "sim_w", "fuse"), "vl": ()}[kind]

@@ -91,7 +91,7 @@ def test_partition_is_stable_and_disjoint():
 
 
 def test_trained_agent_beats_the_random_walk(tfds_dir, tmp_path):
-    c = tiny_config(tfds_dir, num_steps=120, eval_every=60, model__embed_dim=32,
+    c = tiny_config(tfds_dir, num_steps=120, eval_every=120, model__embed_dim=32,
                     model__hidden=64, model__action_dim=16, learning_rate=3e-3)
     res = train.train_and_evaluate(c, str(tmp_path))
     ours, rnd = res["val_unseen"]["vl"], res["val_unseen"]["random"]
