@@ -13,6 +13,7 @@ from ttw_jax.data.vocab import Vocabulary
 from ttw_jax.envs import arramon as env
 from ttw_jax.envs import arramon_view as view
 from ttw_jax.evaluation import arramon as arr_eval
+from ttw_jax.losses.arramon import navigation_start
 
 
 def gold_runners():
@@ -23,9 +24,8 @@ def gold_runners():
     def nav(consts, walkable, batch, rng, horizon):
         acts = jnp.take_along_axis(consts[0], batch["turn"][:, None, None], 1)[:, 0]
         acts = jnp.pad(acts, ((0, 0), (0, horizon - acts.shape[1])), constant_values=env.PICK)
-        state = env.reset_navigation(batch["start"], batch["psi0"], batch["objects"],
-                                     batch["present"], batch["map_index"], batch["heading"])
-        final, _, traj = env.navigate(walkable, state, replay(acts), None, rng, horizon)
+        final, _, traj = env.navigate(walkable, navigation_start(batch), replay(acts), None, rng,
+                                      horizon)
         return final, traj
 
     def assem(consts, batch, rng, horizon):

@@ -15,7 +15,7 @@ import numpy as np
 
 from ttw_jax.envs import arramon as env
 from ttw_jax.evaluation.chunks import map_in_chunks
-from ttw_jax.losses.arramon import assembly_rollout, navigation_rollout
+from ttw_jax.losses.arramon import assembly_rollout, navigation_rollout, navigation_start
 from ttw_jax.metrics import arramon as am
 from ttw_jax.models.arramon import PhaseAgent
 
@@ -32,9 +32,8 @@ METRICS = ("navi_ndtw", "ctc0", "ctc3", "ctc5", "ctc7", "assem_ndtw", "rpod", "p
 def random_runners() -> tuple[NavRunner, AssemRunner]:
     """The random walk: uniform over the four actions in both phases."""
     def nav(consts, walkable, batch, rng, horizon):
-        state = env.reset_navigation(batch["start"], batch["psi0"], batch["objects"],
-                                     batch["present"], batch["map_index"], batch["heading"])
-        final, _, traj = env.navigate(walkable, state, env.random_policy, None, rng, horizon)
+        final, _, traj = env.navigate(walkable, navigation_start(batch), env.random_policy, None,
+                                      rng, horizon)
         return final, traj
 
     def assem(consts, batch, rng, horizon):
@@ -107,7 +106,9 @@ def make_task_rollout(runners: tuple[NavRunner, AssemRunner], horizon: int = env
 def evaluate(run, walkable: env.Walkable, consts, episodes: dict, rng: jax.Array,
              batch_size: int = 256) -> dict:
     """{metric: mean over both turns, f"{metric}_{turn}": per-turn mean, "episodes": per-episode
-    arrays}, over every instance of `episodes`."""
+    arrays}, over every instance of `episodes`. The walkable map goes to the device once, not
+    with every chunk."""
+    walkable = jax.device_put(walkable)
     per = map_in_chunks(lambda batch, key: run(walkable, consts, batch, key), episodes,
                         EPISODE_KEYS, batch_size, rng)
     res: dict = {"episodes": per}

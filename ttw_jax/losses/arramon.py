@@ -22,6 +22,13 @@ def _imitation(logits: jax.Array, gold: jax.Array, length: jax.Array):
     return jnp.mean(jnp.sum(ce * weight, 0)), jnp.mean(jnp.sum(acc * weight, 0))
 
 
+def navigation_start(batch: dict) -> env.NavState:
+    """The navigation state a turn-level `batch` (keys of `arramon_episodes.turn_examples`)
+    starts from."""
+    return env.reset_navigation(batch["start"], batch["psi0"], batch["objects"],
+                                batch["present"], batch["map_index"], batch["heading"])
+
+
 def navigation_rollout(model: PhaseAgent, params, walkable: env.Walkable, batch: dict,
                        rng: jax.Array, horizon: int, gold: jax.Array | None = None,
                        train: bool = False):
@@ -34,9 +41,8 @@ def navigation_rollout(model: PhaseAgent, params, walkable: env.Walkable, batch:
         model, params, words, lambda s: navigation_view(s, batch["object_attrs"],
                                                         batch["object_mask"]),
         gold=gold, train=train)
-    state = env.reset_navigation(batch["start"], batch["psi0"], batch["objects"],
-                                 batch["present"], batch["map_index"], batch["heading"])
-    final, _, traj = env.navigate(walkable, state, policy, carry, k_roll, horizon)
+    final, _, traj = env.navigate(walkable, navigation_start(batch), policy, carry, k_roll,
+                                  horizon)
     return final, traj
 
 
