@@ -30,3 +30,14 @@ def shared_path(*parts: str) -> str:
 @pytest.fixture
 def real_maps_dir() -> str:
     return shared_path("ttw", "maps")
+
+
+@pytest.fixture(scope="module")
+def fast_compile():
+    """For modules of tiny models, where compilation dominates the time: skips most XLA
+    optimisations for the module (`pytestmark = pytest.mark.usefixtures("fast_compile")`)."""
+    import jax
+    old = jax.config.read("jax_disable_most_optimizations")
+    jax.config.update("jax_disable_most_optimizations", True)
+    yield
+    jax.config.update("jax_disable_most_optimizations", old)

@@ -9,11 +9,12 @@ one used to build the official `configurations.{train,valid,test}.json`.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from typing import Mapping, Sequence
 
 import numpy as np
+
+from ttw_jax.data.json_file import read_json
 
 # Landmark ids: 0 is padding, 10 is what a corner without landmarks shows.
 LANDMARK_TYPES = ("<pad>", "Coffee Shop", "Shop", "Restaurant", "Bank", "Subway", "Playfield",
@@ -132,14 +133,7 @@ def load_map(path: str, name: str, boundary: tuple[int, int] | None = None) -> N
         if name not in BOUNDARIES:
             raise ValueError(f"{path}: unknown neighbourhood {name!r}; known: {NEIGHBORHOODS}")
         boundary = BOUNDARIES[name]
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path}: map file not found. {SOURCE_HINT}")
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    try:
-        entries = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise _fail(path, f"line {e.lineno}, column {e.colno}", f"invalid JSON ({e.msg})") from None
+    entries = read_json(path, MapFormatError, f"(a map file) {SOURCE_HINT}")
     return parse_map(entries, path, name, boundary)
 
 

@@ -102,12 +102,6 @@ def to_example(inst: Mapping, index: int) -> dict:
             "record": json.dumps(inst, ensure_ascii=False, allow_nan=False)}
 
 
-def from_row(row: Mapping) -> dict:
-    """The instance of a decoded example."""
-    text = row["record"]
-    return json.loads(text.decode("utf-8") if isinstance(text, bytes) else text)
-
-
 class Builder(tfds.core.GeneratorBasedBuilder):
     """ArraMon instances, one example per instance (see the module docstring)."""
 
@@ -168,5 +162,5 @@ def load_arramon(data_dir: str | None = None, config="synthetic",
     out = {}
     for split, source in sources.items():
         rows = tfds_prepare.all_rows(source)
-        out[split] = [from_row(r) for r in sorted(rows, key=lambda r: int(r["index"]))]
+        out[split] = [tfds_prepare.json_record(r) for r in sorted(rows, key=lambda r: int(r["index"]))]
     return out

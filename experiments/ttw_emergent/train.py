@@ -21,7 +21,7 @@ from flax.training import train_state
 from ttw_jax import maps, viz
 from ttw_jax.data import localization
 from ttw_jax.envs import grid
-from ttw_jax.evaluation.full_task import run_full_task
+from ttw_jax.evaluation.full_task import full_task_episodes, run_full_task
 from ttw_jax.evaluation.upper_bound import bayes_rate
 from ttw_jax.losses.emergent import localization_loss
 from ttw_jax.models.emergent import Localizer
@@ -97,14 +97,6 @@ def make_evaluator(model: Localizer, mesh, chunk_size: int, greedy: bool):
         return total / n
 
     return evaluate
-
-
-def full_task_episodes(table: np.ndarray, repeats: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every (window, target corner) `repeats` times: landmarks (E, 4, 4, K), target (E,)."""
-    w, nx, ny, _ = table.shape
-    win = np.repeat(np.arange(w), nx * ny * repeats)
-    target = np.tile(np.repeat(np.arange(nx * ny), repeats), w)
-    return table[win], target.astype(np.int32)
 
 
 def make_predict_fn(model: Localizer, params, greedy_messages: bool) -> Callable:

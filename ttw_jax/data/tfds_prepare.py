@@ -1,6 +1,8 @@
 """Building a TFDS dataset of this project on first use (ArrayRecord, no TensorFlow)."""
 from __future__ import annotations
 
+import json
+
 import tensorflow_datasets as tfds
 
 
@@ -53,3 +55,9 @@ def prepared_sources(name: str, config, data_dir: str | None = None,
 def all_rows(source) -> list[dict]:
     """Every example of a data source, decoded in one call."""
     return list(source.__getitems__(list(range(len(source))))) if len(source) else []
+
+
+def json_record(row) -> object:
+    """The JSON `record` text field of a decoded example, decoded."""
+    text = row["record"]
+    return json.loads(text.decode("utf-8") if isinstance(text, bytes) else text)

@@ -14,6 +14,7 @@ from typing import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from ttw_jax.envs import grid
@@ -77,3 +78,11 @@ def run_full_task(key: jax.Array, predict_fn: PredictFn, landmarks: jax.Array, t
     inputs = (jnp.arange(max_steps), jax.random.split(k_scan, max_steps))
     (_, _, _, evals, ended, success, steps), _ = jax.lax.scan(body, init, inputs)
     return FullTaskResult(success, ended, steps, evals)
+
+
+def full_task_episodes(table: np.ndarray, repeats: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every (window, target corner) `repeats` times: landmarks (E, 4, 4, K), target (E,)."""
+    w, nx, ny, _ = table.shape
+    win = np.repeat(np.arange(w), nx * ny * repeats)
+    target = np.tile(np.repeat(np.arange(nx * ny), repeats), w)
+    return table[win], target.astype(np.int32)

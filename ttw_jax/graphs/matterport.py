@@ -7,7 +7,6 @@ have at most a few hundred viewpoints), stored as a padded [S, M, M] table and g
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 from typing import Sequence
@@ -18,6 +17,7 @@ import numpy as np
 from flax import struct
 from scipy.sparse import csgraph
 
+from ttw_jax.data.json_file import read_json
 from ttw_jax.graphs.panorama import NodeTable, PanoGraph, adjacency, build_graph
 
 SOURCE_HINT = ("Matterport3D connectivity graphs are in the Matterport3DSimulator repository "
@@ -35,14 +35,7 @@ def node_id(scan: str, viewpoint: str) -> str:
 
 def read_connectivity(path: str) -> list[dict]:
     """The list of viewpoint annotations of one scan, validated (errors name file, entry, field)."""
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"Matterport connectivity file missing: {path}. {SOURCE_HINT}")
-    with open(path) as f:
-        try:
-            data = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ConnectivityFormatError(f"{path}: invalid JSON at line {e.lineno}, column "
-                                          f"{e.colno}: {e.msg}") from None
+    data = read_json(path, ConnectivityFormatError, f"(a Matterport connectivity file) {SOURCE_HINT}")
     if not isinstance(data, list):
         raise ConnectivityFormatError(f"{path}: expected a JSON list of viewpoints")
     for i, entry in enumerate(data):

@@ -1,0 +1,66 @@
+"""Talk The Walk with natural language: CPU-sized defaults.
+
+Synthetic dialogues on synthetic neighbourhoods by default (no download). Use
+`--config.data.tfds_config=synthetic_real_maps --config.data.manual_dir=../shared/data/ttw/maps`
+for synthetic dialogues on the real landmark maps, or `--config.data.tfds_config=real
+--config.data.manual_dir=<official release data dir>` for the human dialogues.
+"""
+import ml_collections
+
+
+def _stage(num_steps: int, eval_every: int, learning_rate: float, batch_size: int):
+    return ml_collections.ConfigDict({"num_steps": num_steps, "eval_every": eval_every,
+                                      "learning_rate": learning_rate, "batch_size": batch_size})
+
+
+def get_config():
+    c = ml_collections.ConfigDict()
+    c.seed = 0
+    c.contexts = "1,3,5"           # human-utterance guides: the last 1, 3, 5 utterances
+    c.compare_masc = True          # also train the no-MASC baseline for every context
+    c.patience = 4                 # evaluations without improvement before a stage stops
+    c.log_every = 10               # also the host-sync period
+    c.max_checkpoints = 2
+
+    c.data = ml_collections.ConfigDict()
+    c.data.tfds_config = "synthetic"   # synthetic | synthetic_real_maps | real
+    c.data.tfds_dir = ""               # empty: the TFDS default data dir
+    c.data.manual_dir = ""             # maps (synthetic_real_maps) or the official release (real)
+    c.data.min_count = 3               # vocabulary: words seen at least this often in train
+    c.data.max_moves = 6               # moves kept since the previous tourist utterance
+    c.data.utterance_len = 24          # tourist utterance tokens (incl. EOS)
+    c.data.message_len = 64            # guide message tokens (speaker tokens incl.)
+    c.data.generated_len = 20          # tokens the tourist may generate (incl. EOS)
+
+    # Sizes for 2 CPU cores; configs/paper.py has the paper's (word embeddings 128, BiLSTM 256).
+    c.tourist = _stage(2000, 250, 1e-3, 64)
+    c.tourist.embed = 64
+    c.tourist.hidden = 128
+
+    c.guide = _stage(2000, 250, 1e-3, 64)
+    c.guide.embed = 64                 # word embeddings
+    c.guide.hidden = 64                # BiLSTM units per direction
+    c.guide.features = 64              # map embedding / MASC channels
+    c.guide.T_max = 3
+
+    c.generated = _stage(4000, 500, 1e-3, 64)  # fresh random walks every step: more steps help
+    c.generated.Ts = "0,1,2,3"         # random-walk lengths of the generated-utterance guides
+    c.generated.decode = "greedy"      # utterances the generated guides are trained on
+
+    c.pg = _stage(2000, 250, 1e-4, 64)
+    c.pg.T = 2                         # the guide the tourist is fine-tuned against
+    c.pg.reward = "ce"                 # ce (minus the guide's cross-entropy) | correct
+
+    c.eval = ml_collections.ConfigDict()
+    c.eval.batch_size = 512
+    c.eval.num_walks = 2048            # random walks per split for generated-utterance accuracy
+    c.eval.beam_size = 4
+
+    c.full_task = ml_collections.ConfigDict()
+    c.full_task.repeats = 8            # episodes per (window, target corner)
+    c.full_task.max_steps = 150
+    c.full_task.max_evals = 3
+    c.full_task.greedy = False         # the guide samples its prediction, as in the paper
+    c.full_task.decode = "greedy"      # the tourist's utterances in the full task
+    c.full_task.splits = "valid,test"
+    return c

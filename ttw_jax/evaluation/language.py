@@ -1,0 +1,87 @@
+"""Talk The Walk with natural-language messages: generated utterances, guide accuracy, full task.
+
+A generated message is what the guide reads: the `<tourist>` speaker token followed by the words
+the tourist decoded (`losses.nl.utterance_message`), the format of a one-utterance human message.
+Walks with T = 0 are padded to one (unused) move so every tourist program has a move axis.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ttw_jax.losses.nl import utterance_message
+from ttw_jax.models import nl_tourist
+
+DECODES = ("greedy", "sample", "beam")
+
+
+def pad_walk(obs: jax.Array, actions: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """obs (B, T+1, K), actions (B, T) -> (obs (B, S+1, K), actions (B, S), num_moves (B,)) with
+    S = max(T, 1): the tourist's inputs for a T-move walk."""
+    b, t = actions.shape
+    if t == 0:
+        obs = jnp.concatenate([obs, jnp.zeros_like(obs)], axis=1)
+        actions = jnp.zeros((b, 1), jnp.int32)
+    return obs, actions, jnp.full((b,), t, jnp.int32)
+
+
+def decode_utterances(tourist, params, obs, actions, num_moves, key, decode: str, max_len: int,
+                      beam_size: int = 4, temperature: float = 1.0):
+    """The tourist's utterances: tokens (B, max_len) int32 ending in EOS, lengths (B,)."""
+    if decode == "greedy":
+        return nl_tourist.greedy_decode(tourist, params, obs, actions, num_moves, max_len)
+    if decode == "sample":
+        return nl_tourist.sample_decode(tourist, params, obs, actions, num_moves, key, max_len,
+                                        temperature)
+    if decode == "beam":
+        return nl_tourist.beam_search(tourist, params, obs, actions, num_moves, max_len, beam_size)
+    raise ValueError(f"decode must be one of {DECODES}, got {decode!r}")
+
+
+def generated_batch(tourist, tourist_params, walks: dict, key: jax.Array, decode: str,
+                    max_len: int, beam_size: int = 4, temperature: float = 1.0) -> dict:
+    """Guide inputs for random walks (`ttw_jax.data.localization` batches: obs, actions,
+    landmarks, target): message (B, max_len+1), message_len, landmarks, target, T (B,)."""
+    obs, actions, num_moves = pad_walk(walks["obs"], walks["actions"])
+    tokens, lengths = decode_utterances(tourist, tourist_params, obs, actions, num_moves, key,
+                                        decode, max_len, beam_size, temperature)
+    message, message_len = utterance_message(tokens, lengths)
+    return {"message": message, "message_len": message_len, "landmarks": walks["landmarks"],
+            "target": walks["target"], "T": num_moves}
+
+
+def guide_correct(guide, params, batch: dict, T: jax.Array | None) -> jax.Array:
+    """(B,) bool: the guide's most likely corner is the target, reading T (B,) steps (None: the
+    guide's own most likely T)."""
+    out = guide.apply({"params": params}, batch["message"], batch["message_len"],
+                      batch["landmarks"], T=T)
+    logits = out["logits"]
+    if T is None:
+        best_T = jnp.argmax(out["T_logits"], -1)
+        logits = jnp.take_along_axis(out["logits_all"], best_T[:, None, None], axis=1)[:, 0]
+    return jnp.argmax(logits, -1) == batch["target"]
+
+
+def nl_predict_fn(tourist, tourist_params, guide, guide_params, decode: str, max_len: int,
+                  beam_size: int = 4, key: jax.Array | None = None) -> Callable:
+    """predict(obs (E, T+1, K), actions (E, T), landmarks) -> location logits (E, 16) for
+    `ttw_jax.evaluation.full_task.run_full_task`: the tourist describes its last T moves in words,
+    the guide reads them with T steps. Sampled decoding draws from `key` (the same draw at every
+    step of an episode)."""
+    key = jax.random.key(0) if key is None else key
+
+    def predict(obs, actions, landmarks):
+        walks = {"obs": obs, "actions": actions, "landmarks": landmarks,
+                 "target": jnp.zeros(obs.shape[:1], jnp.int32)}
+        batch = generated_batch(tourist, tourist_params, walks, key, decode, max_len, beam_size)
+        return guide.apply({"params": guide_params}, batch["message"], batch["message_len"],
+                           landmarks, T=batch["T"])["logits"]
+
+    return predict
+
+
+def accuracy(correct: np.ndarray) -> float:
+    return float(np.mean(correct)) if len(correct) else float("nan")
