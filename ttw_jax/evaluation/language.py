@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ttw_jax.losses.nl import utterance_message
+from ttw_jax.losses.nl import choose_T, logits_at_T, utterance_message
 from ttw_jax.models import nl_tourist
 
 DECODES = ("greedy", "sample", "beam")
@@ -58,11 +58,9 @@ def guide_correct(guide, params, batch: dict, T: jax.Array | None) -> jax.Array:
     guide's own most likely T)."""
     out = guide.apply({"params": params}, batch["message"], batch["message_len"],
                       batch["landmarks"], T=T)
-    logits = out["logits"]
     if T is None:
-        best_T = jnp.argmax(out["T_logits"], -1)
-        logits = jnp.take_along_axis(out["logits_all"], best_T[:, None, None], axis=1)[:, 0]
-    return jnp.argmax(logits, -1) == batch["target"]
+        T = choose_T(out, batch, "predict")   # no rng: the most likely T
+    return jnp.argmax(logits_at_T(out, T), -1) == batch["target"]
 
 
 def nl_predict_fn(tourist, tourist_params, guide, guide_params, decode: str, max_len: int,

@@ -69,7 +69,8 @@ def choose_T(out: dict, batch: dict, T_mode: str, rng: jax.Array | None = None) 
     return jax.random.categorical(rng, logits).astype(jnp.int32)
 
 
-def _at_T(out: dict, T: jax.Array | None) -> jax.Array:
+def logits_at_T(out: dict, T: jax.Array | None) -> jax.Array:
+    """The guide output's location logits (B, 16) at T (B,) steps (None: its own `logits`)."""
     if T is None:
         return out["logits"]
     return jnp.take_along_axis(out["logits_all"], T[:, None, None], axis=1)[:, 0]
@@ -91,7 +92,7 @@ def guide_loss(apply_fn: Callable, T_mode: str = "fixed", T_weight: float = 1.0)
         out = apply_fn({"params": params}, batch["message"], batch["message_len"], batch["landmarks"],
                        T=batch.get("T") if T_mode == "fixed" else None)
         T = choose_T(out, batch, T_mode, rng if T_mode == "predict" else None)
-        logits = _at_T(out, T)
+        logits = logits_at_T(out, T)
         ce = optax.softmax_cross_entropy_with_integer_labels(logits, batch["target"])
         loss = ce.mean()
         t_max = out["T_logits"].shape[-1] - 1
@@ -109,23 +110,6 @@ def guide_loss(apply_fn: Callable, T_mode: str = "fixed", T_weight: float = 1.0)
         return loss, metrics
 
     return loss_fn
-
-
-def guide_metrics(apply_fn: Callable, T_mode: str = "fixed") -> Callable:
-    """Evaluation: fn(params, batch) -> dict(ce, accuracy, mean_T, T) (per-batch means; T (B,)),
-    with the argmax T for 'predict'."""
-    def metrics_fn(params, batch):
-        out = apply_fn({"params": params}, batch["message"], batch["message_len"], batch["landmarks"],
-                       T=batch.get("T") if T_mode == "fixed" else None)
-        T = choose_T(out, batch, T_mode)
-        logits = _at_T(out, T)
-        if T is None:
-            T = jnp.full(logits.shape[:1], out["T_logits"].shape[-1] - 1, jnp.int32)
-        ce = optax.softmax_cross_entropy_with_integer_labels(logits, batch["target"])
-        return {"ce": ce.mean(), "accuracy": jnp.mean(jnp.argmax(logits, -1) == batch["target"]),
-                "mean_T": jnp.mean(T.astype(jnp.float32)), "T": T}
-
-    return metrics_fn
 
 
 def utterance_message(tokens: jax.Array, lengths: jax.Array, prefix: jax.Array | None = None,
@@ -179,7 +163,7 @@ def tourist_pg_loss(tourist: Tourist, guide: NLGuide, max_len: int, temperature:
         out = guide.apply({"params": jax.lax.stop_gradient(guide_params)}, message, message_len,
                           batch["landmarks"], T=batch.get("T"))
         if batch.get("T") is None:
-            out = dict(out, logits=_at_T(out, choose_T(out, batch, "predict")))
+            out = dict(out, logits=logits_at_T(out, choose_T(out, batch, "predict")))
         logits = jax.lax.stop_gradient(out["logits"])
         ce = optax.softmax_cross_entropy_with_integer_labels(logits, batch["target"])
         correct = (jnp.argmax(logits, -1) == batch["target"]).astype(jnp.float32)
