@@ -1,8 +1,14 @@
-"""TFDS builders of ttw-jax, installed as the `ttw_datasets` package.
+"""TFDS builders of ttw-jax, installed as the `ttw_datasets` package. Importing it registers
+every builder with TFDS:
 
-    import ttw_datasets.ttw_localization  # registers 'ttw_localization'
-    import ttw_datasets.touchdown         # registers 'touchdown'
-    import ttw_datasets.rxr               # registers 'rxr' (RxR, R2R, synthetic)
-    import ttw_datasets.arramon           # registers 'arramon'
-    import ttw_datasets.talk_the_walk     # registers 'talk_the_walk' (dialogues and maps)
+    import ttw_datasets
+    import tensorflow_datasets as tfds
+    tfds.builder("touchdown/navigation", data_dir=...)
+
+`ttw_localization` (Talk The Walk maps), `talk_the_walk` (dialogues and maps), `touchdown`
+(navigation and SDR), `rxr` (RxR, R2R, synthetic) and `arramon`. Each writes ArrayRecord by
+default, so building and reading need no TensorFlow.
 """
+from ttw_datasets import arramon, rxr, talk_the_walk, touchdown, ttw_localization
+
+__all__ = ["arramon", "rxr", "talk_the_walk", "touchdown", "ttw_localization"]

@@ -1,8 +1,8 @@
 """TFDS builder `arramon`: ArraMon navigation + assembly instances (Kim et al. 2020), one example
-per instance (two turns; the `ttw_jax.data.arramon_records` schema).
+per instance (two turns; the `ttw_jax.arramon.records` schema).
 
 Configs:
-- `synthetic` (default): `ttw_jax.data.arramon_synthetic.synthetic_instances` (one synthetic city
+- `synthetic` (default): `ttw_jax.arramon.synthetic.synthetic_instances` (one synthetic city
   per instance, with its `world`); no download. Splits, sizes and seeds from `synthetic_splits`
   (default train 2000 / val_seen 200 / val_unseen 200 / test_unseen 200, seeds 0-3). Every
   instance has its own city, so "seen" and "unseen" differ only in the seed.
@@ -31,9 +31,9 @@ from typing import Mapping, Sequence
 import numpy as np
 import tensorflow_datasets as tfds
 
-from ttw_jax.data import arramon_records as ar
-from ttw_jax.data import tfds_prepare
-from ttw_jax.data.arramon_synthetic import synthetic_instances
+from ttw_jax.arramon import records as ar
+from ttw_jax.arramon.synthetic import synthetic_instances
+from ttw_jax.core import tfds as ttw_tfds
 
 SOURCES = ("synthetic", "english", "hindi")
 SPLITS = ("train", "val_seen", "val_unseen", "test_unseen")
@@ -102,7 +102,16 @@ def to_example(inst: Mapping, index: int) -> dict:
             "record": json.dumps(inst, ensure_ascii=False, allow_nan=False)}
 
 
-class Builder(tfds.core.GeneratorBasedBuilder):
+# Kim et al. 2020.
+CITATION = r"""@inproceedings{kim2020arramon,
+  title     = {ArraMon: A Joint Navigation-Assembly Instruction Interpretation Task in Dynamic
+               Environments},
+  author    = {Kim, Hyounghun and Zala, Abhay and Burri, Graham and Tan, Hao and Bansal, Mohit},
+  booktitle = {Findings of the Association for Computational Linguistics: EMNLP 2020},
+  year      = {2020}
+}"""
+
+class Builder(ttw_tfds.ArrayRecordBuilder):
     """ArraMon instances, one example per instance (see the module docstring)."""
 
     VERSION = tfds.core.Version("1.0.0")
@@ -136,6 +145,7 @@ class Builder(tfds.core.GeneratorBasedBuilder):
                 "record": tfds.features.Text(),
             }),
             homepage="https://github.com/hyounghk/ArraMon",
+            citation=CITATION,
         )
 
     def _split_generators(self, dl_manager):
@@ -157,10 +167,10 @@ def load_arramon(data_dir: str | None = None, config="synthetic",
     instances (exactly the validated dicts), in their order in the file / generator output.
     `config` is a config name (also of a custom `ArramonConfig` built in `data_dir`) or an
     `ArramonConfig`; ValueError naming the available splits for a missing one."""
-    sources = tfds_prepare.prepared_sources("arramon", config, data_dir, splits,
-                                            "ttw_jax.data.arramon_data.prepare")
+    sources = ttw_tfds.prepared_sources("arramon", config, data_dir, splits,
+                                        "ttw_jax.arramon.dataset.prepare")
     out = {}
     for split, source in sources.items():
-        rows = tfds_prepare.all_rows(source)
-        out[split] = [tfds_prepare.json_record(r) for r in sorted(rows, key=lambda r: int(r["index"]))]
+        rows = ttw_tfds.all_rows(source)
+        out[split] = [ttw_tfds.json_record(r) for r in sorted(rows, key=lambda r: int(r["index"]))]
     return out

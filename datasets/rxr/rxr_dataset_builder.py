@@ -1,9 +1,9 @@
 """TFDS builder `rxr`: RxR and R2R navigation instructions on Matterport3D, one example per
-instruction (the record form of `ttw_jax.data.rxr_records`).
+instruction (the record form of `ttw_jax.rxr.records`).
 
 Configs:
 - `synthetic` (default): templated instructions on paths of real Matterport3D graphs
-  (`ttw_jax.data.rxr_synthetic`), English (en-US) and Hindi (hi-IN); the manual directory holds
+  (`ttw_jax.rxr.synthetic`), English (en-US) and Hindi (hi-IN); the manual directory holds
   the `<scan>_connectivity.json` files (or has them under `connectivity/`). Splits from
   `synthetic_sizes` (default train / val_seen on `synthetic_train_scans`, val_unseen on
   `synthetic_unseen_scans`).
@@ -14,7 +14,7 @@ Configs:
   test_standard; the splits are the files present. Optional per-annotation pose traces
   (`pose_traces/[rxr_{split}/]{id:06d}_{guide|follower}_pose_trace.npz`) give the word / view
   masks, optional `text_features/{instruction_id:06d}.npy` the text features (see
-  `ttw_jax.data.rxr_records`).
+  `ttw_jax.rxr.records`).
 - `r2r`: Room-to-Room, `R2R_{train,val_seen,val_unseen,test}.json` in the manual directory (the
   splits are the files present); instruction k of path p gets instruction_id 10 p + k.
 Custom configs: `Builder(config=RxrConfig(name=..., source=..., annotators=..., languages=...))`.
@@ -35,13 +35,14 @@ from typing import Mapping, Sequence
 import numpy as np
 import tensorflow_datasets as tfds
 
-from ttw_jax.data import rxr_records as rr
-from ttw_jax.data import tfds_prepare
+from ttw_jax.core import tfds as ttw_tfds
+from ttw_jax.rxr import records as rr
+from ttw_jax.rxr.views import NUM_VIEWS
 
 SOURCES = ("rxr", "r2r", "synthetic")
 R2R_FILES = {s: f"R2R_{s}.json" for s in rr.R2R_SPLITS}
 LANGUAGES = rr.RXR_LANGUAGES + ("en",)   # "en": R2R
-SYNTHETIC_MODULE = "ttw_jax.data.rxr_synthetic"
+SYNTHETIC_MODULE = "ttw_jax.rxr.synthetic"
 # Small, connected scans (34-61 viewpoints) of R2R's train split, and 3 of its val_unseen scans
 # (20-43 viewpoints), so the synthetic config builds fast.
 SYNTHETIC_TRAIN_SCANS = ("17DRP5sb8fy", "759xd9YjKW5", "D7G3Y4RVNrH", "HxpKQynjfin",
@@ -209,7 +210,7 @@ def to_example(rec: Mapping) -> dict:
         "step_words": (np.asarray(rec["step_words"], bool) if has_masks
                        else np.zeros((0, 0), bool)),
         "step_views": (np.asarray(rec["step_views"], bool) if has_masks
-                       else np.zeros((0, rr.NUM_VIEWS), bool)),
+                       else np.zeros((0, NUM_VIEWS), bool)),
         "has_text_features": tf is not None,
         "text_features": (np.asarray(tf, np.float32) if tf is not None
                           else np.zeros((0, 0), np.float32)),
@@ -237,7 +238,28 @@ def from_row(row: Mapping) -> dict:
                        if bool(row["has_text_features"]) else None))
 
 
-class Builder(tfds.core.GeneratorBasedBuilder):
+# Ku et al. 2020 (RxR); Anderson et al. 2018 (R2R).
+CITATION = r"""@inproceedings{ku2020rxr,
+  title     = {Room-Across-Room: Multilingual Vision-and-Language Navigation with Dense
+               Spatiotemporal Grounding},
+  author    = {Ku, Alexander and Anderson, Peter and Patel, Roma and Ie, Eugene and
+               Baldridge, Jason},
+  booktitle = {Proceedings of the 2020 Conference on Empirical Methods in Natural Language
+               Processing (EMNLP)},
+  year      = {2020}
+}
+@inproceedings{anderson2018r2r,
+  title     = {Vision-and-Language Navigation: Interpreting Visually-Grounded Navigation
+               Instructions in Real Environments},
+  author    = {Anderson, Peter and Wu, Qi and Teney, Damien and Bruce, Jake and Johnson, Mark
+               and S{\"u}nderhauf, Niko and Reid, Ian and Gould, Stephen and
+               van den Hengel, Anton},
+  booktitle = {Proceedings of the IEEE Conference on Computer Vision and Pattern Recognition
+               (CVPR)},
+  year      = {2018}
+}"""
+
+class Builder(ttw_tfds.ArrayRecordBuilder):
     """RxR / R2R instructions, one example per instruction (see the module docstring)."""
 
     VERSION = tfds.core.Version("1.0.0")
@@ -293,13 +315,14 @@ class Builder(tfds.core.GeneratorBasedBuilder):
                 "has_masks": tfds.features.Scalar(dtype=np.bool_),
                 "step_words": tfds.features.Tensor(shape=(None, None), dtype=np.bool_,
                                                    encoding=zlib),
-                "step_views": tfds.features.Tensor(shape=(None, rr.NUM_VIEWS), dtype=np.bool_,
+                "step_views": tfds.features.Tensor(shape=(None, NUM_VIEWS), dtype=np.bool_,
                                                    encoding=zlib),
                 "has_text_features": tfds.features.Scalar(dtype=np.bool_),
                 "text_features": tfds.features.Tensor(shape=(None, None), dtype=np.float32,
                                                       encoding=zlib),
             }),
             homepage="https://github.com/google-research-datasets/RxR",
+            citation=CITATION,
         )
 
     def _split_generators(self, dl_manager):
@@ -316,14 +339,14 @@ class Builder(tfds.core.GeneratorBasedBuilder):
 def load_rxr(data_dir: str | None = None, config="synthetic",
              splits: Sequence[str] | None = None) -> dict[str, list[dict]]:
     """Reads each split (or only `splits`) of a prepared `rxr/<config>` once: split -> records
-    (the `ttw_jax.data.rxr_records` form; heading, edit_distance and distance via float32;
+    (the `ttw_jax.rxr.records` form; heading, edit_distance and distance via float32;
     step_words / step_views None without masks, text_features None without features), sorted by
     (instruction_id, annotator). `config` is a config name (also of a custom `RxrConfig` built in
     `data_dir`) or an `RxrConfig`."""
-    sources = tfds_prepare.prepared_sources("rxr", config, data_dir, splits,
-                                            "ttw_jax.data.rxr_data.prepare")
+    sources = ttw_tfds.prepared_sources("rxr", config, data_dir, splits,
+                                        "ttw_jax.rxr.dataset.prepare")
     out = {}
     for split, source in sources.items():
-        out[split] = sorted((from_row(r) for r in tfds_prepare.all_rows(source)),
+        out[split] = sorted((from_row(r) for r in ttw_tfds.all_rows(source)),
                             key=lambda r: (r["instruction_id"], r["annotator"]))
     return out

@@ -1,7 +1,7 @@
 """TFDS builder `talk_the_walk`: Talk The Walk natural-language dialogues and their maps.
 
 Configs:
-- `synthetic` (default): `ttw_jax.data.ttw_synthetic_dialogues` on synthetic neighbourhoods
+- `synthetic` (default): `ttw_jax.talk_the_walk.language.synthetic` on synthetic neighbourhoods
   (`maps.synthetic_maps(map_seed)`); no download. Split sizes and seeds from `synthetic_splits`
   (default train 600 / valid 150 / test 150, seeds 0 / 1 / 2), each on its own windows.
 - `synthetic_real_maps`: the same synthetic dialogues on the real landmark maps, read from the
@@ -29,10 +29,10 @@ from typing import Mapping, Sequence
 import numpy as np
 import tensorflow_datasets as tfds
 
-from ttw_jax import maps
-from ttw_jax.data import tfds_prepare
-from ttw_jax.data import ttw_dialogues as td
-from ttw_jax.data.ttw_synthetic_dialogues import synthetic_dialogues
+from ttw_jax.core import tfds as ttw_tfds
+from ttw_jax.talk_the_walk import maps
+from ttw_jax.talk_the_walk.language import dialogues as td
+from ttw_jax.talk_the_walk.language.synthetic import synthetic_dialogues
 
 SOURCES = ("synthetic", "synthetic_real_maps", "real")
 MAPS_SPLIT = "maps"
@@ -151,7 +151,16 @@ def to_example(record, index: int, neighborhood: str) -> dict:
             "record": json.dumps(record, ensure_ascii=False, allow_nan=False)}
 
 
-class Builder(tfds.core.GeneratorBasedBuilder):
+# de Vries et al. 2018.
+CITATION = r"""@article{devries2018talkthewalk,
+  title   = {Talk the Walk: Navigating New York City through Grounded Dialogue},
+  author  = {de Vries, Harm and Shuster, Kurt and Batra, Dhruv and Parikh, Devi and
+             Weston, Jason and Kiela, Douwe},
+  journal = {arXiv preprint arXiv:1807.03367},
+  year    = {2018}
+}"""
+
+class Builder(ttw_tfds.ArrayRecordBuilder):
     """Talk The Walk dialogues, one example per dialogue, and the maps (module docstring)."""
 
     VERSION = tfds.core.Version("1.0.0")
@@ -184,6 +193,7 @@ class Builder(tfds.core.GeneratorBasedBuilder):
                 "record": tfds.features.Text(),
             }),
             homepage="https://github.com/facebookresearch/talkthewalk",
+            citation=CITATION,
         )
 
     def _split_generators(self, dl_manager):
@@ -210,19 +220,19 @@ def load_talk_the_walk(data_dir: str | None = None, config="synthetic",
     (split -> dialogues in their stored order, every split of `splits` (default train / valid /
     test; [] for a split without dialogues), name -> NeighborhoodMap of the `maps` split)."""
     splits = list(maps.SPLITS if splits is None else splits)
-    sources = tfds_prepare.prepared_sources("talk_the_walk", config, data_dir,
-                                            prepare_with="ttw_jax.data.ttw_language_data.prepare")
+    sources = ttw_tfds.prepared_sources("talk_the_walk", config, data_dir,
+                                        prepare_with="ttw_jax.talk_the_walk.language.dataset.prepare")
     unknown = sorted(set(splits) - set(maps.SPLITS))
     if unknown:
         raise ValueError(f"talk_the_walk has no split(s) {unknown}; it has {list(maps.SPLITS)}")
     dialogues = {}
     for split in splits:
-        rows = tfds_prepare.all_rows(sources[split]) if split in sources else []
-        dialogues[split] = [tfds_prepare.json_record(r) for r in sorted(rows, key=lambda r: int(r["index"]))]
-    rows = sorted(tfds_prepare.all_rows(sources[MAPS_SPLIT]), key=lambda r: int(r["index"]))
+        rows = ttw_tfds.all_rows(sources[split]) if split in sources else []
+        dialogues[split] = [ttw_tfds.json_record(r) for r in sorted(rows, key=lambda r: int(r["index"]))]
+    rows = sorted(ttw_tfds.all_rows(sources[MAPS_SPLIT]), key=lambda r: int(r["index"]))
     nmaps = {}
     for r in rows:
         name = r["neighborhood"]
         name = name.decode("utf-8") if isinstance(name, bytes) else name
-        nmaps[name] = parse_map(name, tfds_prepare.json_record(r))
+        nmaps[name] = parse_map(name, ttw_tfds.json_record(r))
     return dialogues, nmaps

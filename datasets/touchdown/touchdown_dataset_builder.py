@@ -14,7 +14,7 @@ in which Touchdown is visible (key `{route_id}_{which}`): the panorama's feature
   slices of Chen et al. 2019 side by side); every file is checked before anything is written.
   Other sizes: `Builder(config=TouchdownConfig(name=..., task="sdr", synthetic=False,
   feature_shape=(H, W, C)), ...)`.
-- `synthetic_sdr` renders feature-space scenes (`ttw_jax.data.sdr_synthetic`) whose description
+- `synthetic_sdr` renders feature-space scenes (`ttw_jax.touchdown.sdr.synthetic`) whose description
   picks out an object by type, colour and ordinal; sizes in `synthetic_sdr_splits` and
   `synthetic_sdr_shape`.
 TensorFlow is not needed: the builder writes ArrayRecord, read back with `tfds.data_source`.
@@ -28,11 +28,11 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import tensorflow_datasets as tfds
 
-from ttw_jax.data import tfds_prepare
-from ttw_jax.data import touchdown_records as tr
-from ttw_jax.data.sdr_synthetic import iter_synthetic_sdr_examples
-from ttw_jax.data.touchdown_synthetic import synthetic_records
-from ttw_jax.graphs.touchdown import synthetic_street_grid
+from ttw_jax.core import tfds as ttw_tfds
+from ttw_jax.touchdown import records as tr
+from ttw_jax.touchdown.graph import synthetic_street_grid
+from ttw_jax.touchdown.sdr.synthetic import iter_synthetic_sdr_examples
+from ttw_jax.touchdown.synthetic import synthetic_records
 
 # split name -> file name in the manual directory
 MANUAL_FILES = {"train": "train.json", "dev": "dev.json", "test": "test.json",
@@ -179,7 +179,18 @@ def synthetic_sdr_split_sizes(config: "TouchdownConfig") -> dict[str, tuple[int,
     return out
 
 
-class Builder(tfds.core.GeneratorBasedBuilder):
+# Chen et al. 2019.
+CITATION = r"""@inproceedings{chen2019touchdown,
+  title     = {Touchdown: Natural Language Navigation and Spatial Reasoning in Visual Street
+               Environments},
+  author    = {Chen, Howard and Suhr, Alane and Misra, Dipendra and Snavely, Noah and
+               Artzi, Yoav},
+  booktitle = {Proceedings of the IEEE/CVF Conference on Computer Vision and Pattern
+               Recognition (CVPR)},
+  year      = {2019}
+}"""
+
+class Builder(ttw_tfds.ArrayRecordBuilder):
     """Touchdown navigation routes or SDR views (see the module docstring)."""
 
     VERSION = tfds.core.Version("1.0.0")
@@ -238,6 +249,7 @@ class Builder(tfds.core.GeneratorBasedBuilder):
             description=__doc__,
             features=tfds.features.FeaturesDict(features),
             homepage="https://github.com/lil-lab/touchdown",
+            citation=CITATION,
         )
 
     def _split_generators(self, dl_manager):
@@ -292,7 +304,7 @@ def _sources(data_dir: str | None, config, needs: str):
     """The data sources (split -> source) of a prepared `touchdown/<config>`; `config` is a name
     (a config of `Builder`, or a custom `TouchdownConfig` already built in `data_dir`) or a
     `TouchdownConfig`."""
-    sources = tfds_prepare.prepared_sources("touchdown", config, data_dir)
+    sources = ttw_tfds.prepared_sources("touchdown", config, data_dir)
     first = next(iter(sources.values()), None)
     if first is not None and needs not in first.dataset_info.features:
         raise ValueError(f"touchdown/{getattr(config, 'name', config)} has no '{needs}' "
@@ -311,7 +323,7 @@ def load_navigation(data_dir: str | None = None,
             {"route_id": int(r["route_id"]), "navigation_text": r["navigation_text"].decode(),
              "route_panoids": [p.decode() for p in r["route_panoids"]],
              "start_heading": float(r["start_heading"]), "end_heading": float(r["end_heading"])}
-            for r in tfds_prepare.all_rows(source)), key=lambda e: e["route_id"])
+            for r in ttw_tfds.all_rows(source)), key=lambda e: e["route_id"])
     return out
 
 

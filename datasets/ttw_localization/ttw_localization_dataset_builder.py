@@ -13,7 +13,9 @@ import dataclasses
 import numpy as np
 import tensorflow_datasets as tfds
 
-from ttw_jax import maps
+from ttw_datasets.talk_the_walk.talk_the_walk_dataset_builder import CITATION
+from ttw_jax.core import tfds as ttw_tfds
+from ttw_jax.talk_the_walk import maps
 
 MAX_LANDMARKS = 4  # landmark ids per corner, zero-padded (the real maps have at most 3)
 
@@ -23,7 +25,7 @@ class TTWLocalizationConfig(tfds.core.BuilderConfig):
     synthetic_seed: int | None = 0  # None: read real maps from the manual directory
 
 
-class Builder(tfds.core.GeneratorBasedBuilder):
+class Builder(ttw_tfds.ArrayRecordBuilder):
     """Talk The Walk 4x4 windows: landmark ids per corner, neighbourhood and window origin."""
 
     VERSION = tfds.core.Version("1.0.0")
@@ -50,6 +52,7 @@ class Builder(tfds.core.GeneratorBasedBuilder):
                 "origin": tfds.features.Tensor(shape=(2,), dtype=np.int32),
             }),
             homepage="https://github.com/facebookresearch/talkthewalk",
+            citation=CITATION,
         )
 
     def _split_generators(self, dl_manager):

@@ -13,10 +13,8 @@ import jax
 import numpy as np
 from absl import app, flags
 
-from ttw_jax.data import arramon_data, arramon_episodes as ae
-from ttw_jax.data.vocab import Vocabulary
-from ttw_jax.envs import arramon as env
-from ttw_jax.evaluation import arramon as arr_eval
+from ttw_jax.arramon import dataset as arramon_data, env, episodes as ae, evaluation as arr_eval
+from ttw_jax.core.vocab import Vocabulary
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("tfds_config", "english", "arramon TFDS config")

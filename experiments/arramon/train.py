@@ -18,20 +18,19 @@ import ml_collections
 import optax
 from flax.training import train_state
 
-from ttw_jax.data import arramon_data, arramon_episodes as ae
-from ttw_jax.data.vocab import Vocabulary
-from ttw_jax.envs import arramon_view
-from ttw_jax.evaluation import arramon as arr_eval
-from ttw_jax.losses.arramon import imitation_loss
-from ttw_jax.models.arramon import PhaseAgent
-from ttw_jax.train import data_parallel as dp
-from ttw_jax.train.logging import MetricWriter
-from ttw_jax.train.loop import fit
-from ttw_jax.train.workdir import check_workdir_config, write_results
+from ttw_jax.arramon import (dataset as arramon_data, episodes as ae, evaluation as arr_eval,
+                             records as arramon_records, views as arramon_view)
+from ttw_jax.arramon.losses import imitation_loss
+from ttw_jax.arramon.model import PhaseAgent
+from ttw_jax.core.train import data_parallel as dp
+from ttw_jax.core.train.logging import MetricWriter
+from ttw_jax.core.train.loop import fit
+from ttw_jax.core.train.workdir import check_workdir_config, write_results
+from ttw_jax.core.vocab import Vocabulary
 
 RESUMABLE_CHANGES = ("patience", "eval.", "data.eval_splits", "data.tfds_dir", "data.manual_dir")
 PARTITIONS = ("partition_train", "partition_dev", "partition_test")
-NUM_TYPES = len(ae.ar.TYPES)
+NUM_TYPES = len(arramon_records.TYPES)
 NUM_ATTRS = (ae.NUM_ATTRIBUTES[0], ae.NUM_ATTRIBUTES[1],
              NUM_TYPES + 1 + arramon_view.NUM_WALLS)
 

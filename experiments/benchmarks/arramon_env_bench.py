@@ -4,14 +4,14 @@ r"""ArraMon simulator throughput: on-device `lax.scan` rollouts against the plai
       [--batch_sizes=1,1024]
 
 Episodes are the instances of `--data` (cycled up to the batch size; the split's walkable map),
-or synthetic instances (`ttw_jax.data.arramon_synthetic`, one city each) when that file is
+or synthetic instances (`ttw_jax.arramon.synthetic`, one city each) when that file is
 missing. Uniform random actions [T, B] over the 4 actions (T = `--horizon`, 150 = the paper's
 step limit per phase) are drawn once with numpy. For each phase (navigation from each episode's
 start, assembly on its initial grid) and batch size, in the same run:
 
 - jax: `jax.jit` of a `lax.scan` of `step_navigation` / `step_assembly` over the actions (the
   whole phase one call), timed after a compile run, `block_until_ready`, best of `--repeats`;
-- python: `NavReference` / `AssemblyReference` (`ttw_jax.envs.arramon_reference`) stepped over the
+- python: `NavReference` / `AssemblyReference` (`ttw_jax.arramon.reference`) stepped over the
   same actions in a Python loop, on the first `--python_episodes` episodes of the batch, repeated
   (with fresh reference objects, whose construction is not timed) for `--python_seconds`.
 
@@ -24,7 +24,7 @@ placements and heights (assembly) are asserted equal to the JAX ones.
 
 Synthetic agents and objects stand on a lattice of half units, so random agents can stand exactly
 on the pick-up rectangle's edges, where float32 (JAX) and float64 (reference) rounding may decide
-differently (`tests/test_arramon_env.py` checks those steps one by one). Synthetic starts are therefore moved by `SYNTHETIC_SHIFT` off that
+differently (`tests/arramon/test_env.py` checks those steps one by one). Synthetic starts are therefore moved by `SYNTHETIC_SHIFT` off that
 lattice here, so that the two simulators agree exactly.
 """
 from __future__ import annotations
@@ -37,10 +37,11 @@ import jax.numpy as jnp
 import numpy as np
 from absl import app, flags
 
-from ttw_jax.data import arramon_episodes as ae
-from ttw_jax.data.vocab import Vocabulary
-from ttw_jax.envs import arramon as env
-from ttw_jax.envs.arramon_reference import AssemblyReference, NavReference
+from ttw_jax.arramon import env, episodes as ae
+from ttw_jax.arramon.records import read_arramon
+from ttw_jax.arramon.reference import AssemblyReference, NavReference
+from ttw_jax.arramon.synthetic import synthetic_instances
+from ttw_jax.core.vocab import Vocabulary
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data", "../shared/data/arramon/val_seen.json",
@@ -59,10 +60,8 @@ SYNTHETIC_SHIFT = (0.0123, 0.0231)        # (x, z) added to synthetic starts, se
 def load_episodes():
     """(instances, episode arrays, walkable map with numpy leaves, description)."""
     if os.path.exists(FLAGS.data):
-        from ttw_jax.data.arramon_records import read_arramon
         records, what = read_arramon(FLAGS.data), FLAGS.data
     else:
-        from ttw_jax.data.arramon_synthetic import synthetic_instances
         records = synthetic_instances(FLAGS.synthetic, FLAGS.seed)
         what = f"{FLAGS.synthetic} synthetic instances ({FLAGS.data} not found)"
     walk, map_index = ae.walkable_for(records)

@@ -8,7 +8,7 @@ random-init parameters), synthetic [N, 36, 32] view features and random instruct
 (vocabulary 1,000), encoded once outside the timed region. The agent acts greedily for `horizon`
 steps from random viewpoints and headings. For each batch size, in the same run:
 
-- scan: `ttw_jax.envs.matterport.rollout` with `rcm_policy`, the whole episode one jitted call;
+- scan: `ttw_jax.rxr.env.rollout` with `rcm_policy`, the whole episode one jitted call;
 - loop: the same policy + `step` jitted as one time step, called from a Python `for` loop (one
   jitted call for the initial carry and keys, `horizon` step calls, one `jnp.stack` of the actions;
   nothing is synchronised before the end);
@@ -73,10 +73,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ttw_jax.data import views
-from ttw_jax.envs import matterport as mp
-from ttw_jax.graphs.matterport import load_matterport_graph
-from ttw_jax.models.rcm import RCMAgent, rcm_policy
+from ttw_jax.rxr import env as mp, views
+from ttw_jax.rxr.graph import list_scans, load_matterport_graph
+from ttw_jax.rxr.rcm import RCMAgent, rcm_policy
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -158,7 +157,6 @@ def main(argv=None) -> None:
     t0 = time.perf_counter()
     scans = None
     if args.num_scans:
-        from ttw_jax.graphs.matterport import list_scans
         scans = list_scans(args.connectivity_dir)[:args.num_scans]
     host_graph, nodes, scan_of = load_matterport_graph(args.connectivity_dir, scans)
     landmarks = np.random.default_rng(args.seed).integers(0, 16, host_graph.num_nodes)

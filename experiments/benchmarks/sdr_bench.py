@@ -20,9 +20,9 @@ import optax
 from absl import app, flags
 from flax.training import train_state
 
-from experiments.touchdown_sdr.train import make_loss
-from ttw_jax.models.sdr import build_sdr_model, lingunet_num_params
-from ttw_jax.train import data_parallel as dp
+from ttw_jax.core.train import data_parallel as dp
+from ttw_jax.touchdown.sdr.losses import make_loss
+from ttw_jax.touchdown.sdr.models import build_sdr_model, lingunet_num_params
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("batch_size", 10, "Examples per step (the paper's 10).")

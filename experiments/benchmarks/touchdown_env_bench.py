@@ -3,7 +3,7 @@ r"""Touchdown simulator throughput: on-device `lax.scan` rollouts against a plai
   python -m experiments.benchmarks.touchdown_env_bench [--graph_dir=../shared/data/touchdown/graph]
 
 Random policies (uniform FORWARD/LEFT/RIGHT, never STOP) on the real 29,641-panorama graph; for each
-batch size, environment steps per second of (a) `ttw_jax.envs.touchdown.rollout` (jit, vmap over
+batch size, environment steps per second of (a) `ttw_jax.touchdown.env.rollout` (jit, vmap over
 the batch, scan over `horizon` steps, the random policy inside the scan) and (b) the pure-Python
 reference simulator stepping every episode in a Python loop, in the same run.
 """
@@ -15,9 +15,9 @@ import jax
 import numpy as np
 from absl import app, flags
 
-from ttw_jax.envs import touchdown as td
-from ttw_jax.envs.reference import TouchdownReference
-from ttw_jax.graphs.touchdown import compile_touchdown, read_graph_files
+from ttw_jax.touchdown import env as td
+from ttw_jax.touchdown.graph import compile_touchdown, read_graph_files
+from ttw_jax.touchdown.reference import TouchdownReference
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("graph_dir", "../shared/data/touchdown/graph", "nodes.txt / links.txt dir.")

@@ -20,14 +20,13 @@ import optax
 from absl import app, flags
 from flax.training import train_state
 
-from ttw_jax import maps
-from ttw_jax.data import localization
-from ttw_jax.evaluation.full_task import run_full_task
-from ttw_jax.evaluation.upper_bound import bayes_rate
-from ttw_jax.losses.emergent import localization_loss
-from ttw_jax.models.emergent import Localizer
-from ttw_jax.models.masc import masked_conv3x3
-from ttw_jax.train import data_parallel as dp
+from ttw_jax.core.train import data_parallel as dp
+from ttw_jax.talk_the_walk import maps, walks
+from ttw_jax.talk_the_walk.emergent.losses import localization_loss
+from ttw_jax.talk_the_walk.emergent.model import Localizer
+from ttw_jax.talk_the_walk.full_task import run_full_task
+from ttw_jax.talk_the_walk.masc import masked_conv3x3
+from ttw_jax.talk_the_walk.upper_bound import bayes_rate
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("features", 500, "Message / embedding size L (the paper's 500).")
@@ -70,7 +69,7 @@ def matmul_peak(repeats: int) -> float:
 
 def bench_train_step(table, repeats: int) -> dict:
     model = Localizer(T=FLAGS.T, features=FLAGS.features, num_landmark_ids=maps.NUM_LANDMARK_IDS)
-    batch = localization.sample_batch(jax.random.key(0), jnp.asarray(table), FLAGS.batch_size, FLAGS.T)
+    batch = walks.sample_batch(jax.random.key(0), jnp.asarray(table), FLAGS.batch_size, FLAGS.T)
     params = model.init({"params": jax.random.key(1)}, batch["obs"], batch["actions"],
                         batch["landmarks"])["params"]
     state = train_state.TrainState.create(apply_fn=model.apply, params=params, tx=optax.adam(1e-3))
@@ -120,7 +119,7 @@ def bench_full_task(table, repeats: int) -> dict:
     e = FLAGS.episodes
     lm = jnp.asarray(table[np.arange(e) % len(table)])
     target = jnp.asarray(np.arange(e) % 16, jnp.int32)
-    ex = localization.sample_batch(jax.random.key(0), jnp.asarray(table), 2, FLAGS.T)
+    ex = walks.sample_batch(jax.random.key(0), jnp.asarray(table), 2, FLAGS.T)
     params = model.init({"params": jax.random.key(1)}, ex["obs"], ex["actions"], ex["landmarks"])["params"]
     predict = lambda o, a, l: model.apply({"params": params}, o, a, l)["logits"]
     run = jax.jit(lambda k: run_full_task(k, predict, lm, target, FLAGS.T).success)

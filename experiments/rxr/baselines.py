@@ -15,7 +15,7 @@ from absl import app, flags
 
 from experiments.rxr import train
 from experiments.rxr.configs import default
-from ttw_jax.evaluation import r2r as r2r_eval
+from ttw_jax.rxr import evaluation as r2r_eval
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("config", "r2r", "rxr TFDS config (r2r, synthetic, guide, ...).")

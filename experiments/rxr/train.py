@@ -19,16 +19,16 @@ import numpy as np
 import optax
 from flax.training import train_state
 
-from ttw_jax.data import rxr_data, rxr_episodes, views
-from ttw_jax.data.vocab import Vocabulary
-from ttw_jax.evaluation import r2r as r2r_eval
-from ttw_jax.graphs.matterport import SOURCE_HINT, geodesic_table, load_matterport_graph
-from ttw_jax.losses.rcm import mixed_loss
-from ttw_jax.models.rcm import RCMAgent, rcm_policy
-from ttw_jax.train import data_parallel as dp
-from ttw_jax.train.logging import MetricWriter
-from ttw_jax.train.loop import fit
-from ttw_jax.train.workdir import check_workdir_config, write_results
+from ttw_jax.core.train import data_parallel as dp
+from ttw_jax.core.train.logging import MetricWriter
+from ttw_jax.core.train.loop import fit
+from ttw_jax.core.train.workdir import check_workdir_config, write_results
+from ttw_jax.core.vocab import Vocabulary
+from ttw_jax.rxr import dataset as rxr_data, episodes as rxr_episodes, evaluation as r2r_eval, views
+from ttw_jax.rxr.graph import SOURCE_HINT, geodesic_table, load_matterport_graph
+from ttw_jax.rxr.losses import mixed_loss
+from ttw_jax.rxr.rcm import RCMAgent, rcm_policy
+from ttw_jax.rxr.synthetic import node_landmarks
 
 # eval splits are not resumable: their scans join the graph (node numbering, action space)
 RESUMABLE_CHANGES = ("patience", "eval.batch_size", "eval.baselines", "eval.baseline_seeds",
@@ -49,7 +49,6 @@ def view_feature_table(config: ml_collections.ConfigDict, graph, nodes) -> np.nd
     if config.model.kind == "language_only" or not d.features:
         return views.empty_view_features(len(nodes))
     if d.features == "synthetic":
-        from ttw_jax.data.rxr_synthetic import node_landmarks
         landmarks = node_landmarks([i.split("/", 1)[1] for i in nodes.ids], d.num_landmarks)
         return views.synthetic_view_features(graph, landmarks, d.num_landmarks, d.feature_dim,
                                              d.feature_noise, seed=config.seed)

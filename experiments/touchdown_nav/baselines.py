@@ -11,11 +11,10 @@ import jax
 import numpy as np
 from absl import app, flags
 
-from ttw_jax.data import touchdown_nav
-from ttw_jax.data.touchdown_data import load_touchdown_split_records
-from ttw_jax.envs import touchdown as td
-from ttw_jax.envs.reference import TouchdownReference
-from ttw_jax.evaluation import touchdown_nav as nav_eval
+from ttw_jax.core.vocab import Vocabulary
+from ttw_jax.touchdown import env as td, episodes as nav_episodes, evaluation as nav_eval
+from ttw_jax.touchdown.dataset import load_touchdown_split_records
+from ttw_jax.touchdown.reference import TouchdownReference
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("config", "navigation", "touchdown TFDS config.")
@@ -35,10 +34,10 @@ def gold_factory(consts, batch):
 def run_baselines(config, split, manual_dir, graph_dir, tfds_dir, horizon, seeds) -> dict:
     graph, nodes, links, records = load_touchdown_split_records(
         config, [split], tfds_dir=tfds_dir, manual_dir=manual_dir, graph_dir=graph_dir)
-    vocab = touchdown_nav.Vocabulary.build([])
-    eps = touchdown_nav.episodes(records[split], nodes, TouchdownReference(links), vocab, 8, 128,
+    vocab = Vocabulary.build([])
+    eps = nav_episodes.episodes(records[split], nodes, TouchdownReference(links), vocab, 8, 128,
                                  128)
-    hops = touchdown_nav.hops_to_goal(graph, eps["goal"])
+    hops = nav_episodes.hops_to_goal(graph, eps["goal"])
     sim = td.compile_sim(graph)
     out = {"episodes": len(eps["goal"]), "horizon": horizon}
     gold_run = nav_eval.make_rollout(gold_factory, 128)

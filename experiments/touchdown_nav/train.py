@@ -16,17 +16,17 @@ import ml_collections
 import optax
 from flax.training import train_state
 
-from ttw_jax.data import pano_features, touchdown_nav
-from ttw_jax.data.touchdown_data import load_touchdown_split_records
-from ttw_jax.envs import touchdown as td
-from ttw_jax.envs.reference import TouchdownReference
-from ttw_jax.evaluation import touchdown_nav as nav_eval
-from ttw_jax.losses.touchdown_nav import imitation_loss
-from ttw_jax.models.touchdown_nav import Navigator, navigator_policy
-from ttw_jax.train import data_parallel as dp
-from ttw_jax.train.logging import MetricWriter
-from ttw_jax.train.loop import fit
-from ttw_jax.train.workdir import check_workdir_config, write_results
+from ttw_jax.core.train import data_parallel as dp
+from ttw_jax.core.train.logging import MetricWriter
+from ttw_jax.core.train.loop import fit
+from ttw_jax.core.train.workdir import check_workdir_config, write_results
+from ttw_jax.core.vocab import Vocabulary
+from ttw_jax.touchdown import (env as td, episodes as nav_episodes, evaluation as nav_eval,
+                               features as pano_features)
+from ttw_jax.touchdown.agents import Navigator, navigator_policy
+from ttw_jax.touchdown.dataset import load_touchdown_split_records
+from ttw_jax.touchdown.losses import imitation_loss
+from ttw_jax.touchdown.reference import TouchdownReference
 
 BATCH_KEYS = ("start_pano", "start_heading", "tokens", "token_len", "gold", "gold_len")
 RESUMABLE_CHANGES = ("patience", "eval.", "data.eval_splits", "data.tfds_dir", "data.manual_dir",
@@ -40,11 +40,11 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
     graph, nodes, links, records = load_touchdown_split_records(
         d.tfds_config, splits, tfds_dir=d.tfds_dir or None, manual_dir=d.manual_dir or None,
         graph_dir=d.graph_dir or None)
-    vocab = touchdown_nav.Vocabulary.load_or_build(
+    vocab = Vocabulary.load_or_build(
         os.path.join(workdir, "vocab.json"),
         (r["navigation_text"] for r in records[d.train_split]), save=jax.process_index() == 0)
     reference = TouchdownReference(links)
-    episodes = {s: touchdown_nav.episodes(records[s], nodes, reference, vocab, d.max_tokens,
+    episodes = {s: nav_episodes.episodes(records[s], nodes, reference, vocab, d.max_tokens,
                                           d.max_route, max(config.train_horizon, config.test_horizon))
                 for s in splits}
     if d.features:
@@ -100,7 +100,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     sample = dp.episode_sampler({k: train_eps[k] for k in BATCH_KEYS}, config.batch_size, mesh)
     rollout = nav_eval.make_rollout(model_factory(model, config.crop), config.test_horizon)
     eval_splits = [s for s in config.data.eval_splits.split(",") if s]
-    hops = {s: touchdown_nav.hops_to_goal(data["graph"], data["episodes"][s]["goal"])
+    hops = {s: nav_episodes.hops_to_goal(data["graph"], data["episodes"][s]["goal"])
             for s in {config.data.dev_split, *eval_splits}}   # [E, N] each: not for train
     eval_key = jax.random.fold_in(base, 2)
     step_key = jax.random.fold_in(base, 1)

@@ -12,27 +12,25 @@ import os
 from typing import Callable, Sequence
 
 import jax
-import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import optax
 from flax.training import train_state
 
 from ttw_datasets.touchdown import touchdown_dataset_builder as td_builder
-from ttw_jax import viz
-from ttw_jax.data.touchdown_data import prepare
-from ttw_jax.data.touchdown_nav import Vocabulary
-from ttw_jax.losses.sdr import gaussian_target, kl_loss
-from ttw_jax.metrics import sdr as sdr_metrics
-from ttw_jax.models.sdr import build_sdr_model
-from ttw_jax.train import data_parallel as dp
-from ttw_jax.train.logging import MetricWriter
-from ttw_jax.train.loop import fit
-from ttw_jax.train.workdir import check_workdir_config, write_results
+from ttw_jax.core.train import data_parallel as dp
+from ttw_jax.core.train.logging import MetricWriter
+from ttw_jax.core.train.loop import fit
+from ttw_jax.core.train.workdir import check_workdir_config, write_results
+from ttw_jax.core.vocab import Vocabulary
+from ttw_jax.touchdown.dataset import prepare
+from ttw_jax.touchdown.sdr import figures, metrics as sdr_metrics
+from ttw_jax.touchdown.sdr.evaluation import baseline_pixels, evaluate, make_predictor
+from ttw_jax.touchdown.sdr.losses import make_loss
+from ttw_jax.touchdown.sdr.models import build_sdr_model
 
 RESUMABLE_CHANGES = ("patience", "eval.", "data.eval_splits", "data.tfds_dir", "data.manual_dir",
                      "write_plots", "num_heatmaps")
-BASELINES = ("random", "center", "average")
 
 
 def split_tune(split: dict, fraction: float, seed: int) -> tuple[dict, dict]:
@@ -81,57 +79,6 @@ def build_model(config, vocab_size: int):
     return build_sdr_model(m.name, vocab_size, levels=m.levels, channels=m.channels,
                            stride=m.stride, mlp_hidden=m.mlp_hidden, embed_dim=m.embed_dim,
                            hidden=m.hidden, dropout=m.dropout, uniform_init=m.uniform_init)
-
-
-def make_loss(model, sigma: float):
-    def loss_fn(params, batch, rng):
-        images = batch["features"].astype(jnp.float32)
-        log_probs = model.apply(params, batch["tokens"], batch["token_len"], images,
-                                deterministic=False, rngs={"dropout": rng})
-        _, h, w = log_probs.shape
-        loss = jnp.mean(kl_loss(gaussian_target(batch["center"], h, w, sigma), log_probs))
-        return loss, {"loss": loss}
-    return loss_fn
-
-
-def make_predictor(model):
-    @jax.jit
-    def predict(params, tokens, token_len, features):
-        return model.apply(params, tokens, token_len, features.astype(jnp.float32))
-    return predict
-
-
-def evaluate(predict, params, split: dict, batch_size: int, image_width: int,
-             keep_maps: int = 0) -> tuple[dict, np.ndarray]:
-    """SDR metrics of a split and the first `keep_maps` predicted distributions [k, H, W]."""
-    n, h, w = len(split["center"]), *split["features"].shape[1:3]
-    dists, maps = [], []
-    for start in range(0, n, batch_size):
-        idx = np.arange(start, start + batch_size)
-        idx = np.where(idx < n, idx, 0)   # pad the last chunk: one compiled shape
-        lp = predict(params, split["tokens"][idx], split["token_len"][idx], split["features"][idx])
-        d = sdr_metrics.distance_px(sdr_metrics.predicted_pixel(lp), split["center"][idx], h, w,
-                                    image_width)
-        dists.append(np.asarray(d)[:min(batch_size, n - start)])
-        if len(maps) * batch_size < keep_maps:
-            maps.append(np.exp(np.asarray(lp)))
-    probs = np.concatenate(maps)[:keep_maps] if maps else np.zeros((0, h, w))
-    return sdr_metrics.sdr_metrics_np(np.concatenate(dists), split["route_id"]), probs
-
-
-def baseline_pixels(name: str, split: dict, train: dict, seed: int) -> np.ndarray:
-    """(row, col) [E, 2] predicted by a non-learning baseline: a uniformly random pixel, the
-    centre pixel, or the pixel of the training set's mean location."""
-    n, h, w = len(split["center"]), *split["features"].shape[1:3]
-    if name == "random":
-        rng = np.random.default_rng(seed)
-        return np.stack([rng.integers(0, h, n), rng.integers(0, w, n)], -1)
-    if name == "center":
-        return np.tile([[h // 2, w // 2]], (n, 1))
-    if name == "average":
-        rc = np.asarray(sdr_metrics.center_to_pixel(train["center"].mean(0), h, w))
-        return np.tile(np.clip(np.round(rc), 0, [h - 1, w - 1]).astype(int), (n, 1))
-    raise ValueError(f"unknown SDR baseline {name!r}; choose from {BASELINES}")
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
@@ -190,7 +137,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                                                               splits[split]["route_id"])
         if keep and config.write_plots and jax.process_index() == 0:
             s = splits[split]
-            viz.plot_sdr_heatmaps(np.abs(s["features"][:keep].astype(np.float32)).mean(-1), probs,
+            figures.plot_sdr_heatmaps(np.abs(s["features"][:keep].astype(np.float32)).mean(-1), probs,
                                   np.asarray(sdr_metrics.center_to_pixel(s["center"][:keep], h, w)),
                                   s["text"][:keep], os.path.join(workdir, "heatmaps.png"))
     write_results(workdir, results, format_results(results))

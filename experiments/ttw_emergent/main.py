@@ -7,7 +7,7 @@ Multi-host (TPU pods, GPU clusters): pass --multihost on every host; each proces
 `jax.distributed.initialize()` and only process 0 logs and writes files.
 """
 from experiments.ttw_emergent import train
-from ttw_jax.train.launch import launch
+from ttw_jax.core.train.launch import launch
 
 if __name__ == "__main__":
     launch(train.train_and_evaluate, "experiments/ttw_emergent/configs/default.py")

@@ -18,17 +18,16 @@ import numpy as np
 import optax
 from flax.training import train_state
 
-from ttw_jax import maps, viz
-from ttw_jax.data import localization
-from ttw_jax.envs import grid
-from ttw_jax.evaluation.full_task import full_task_episodes, run_full_task
-from ttw_jax.evaluation.upper_bound import bayes_rate
-from ttw_jax.losses.emergent import localization_loss
-from ttw_jax.models.emergent import Localizer
-from ttw_jax.train import data_parallel as dp
-from ttw_jax.train.logging import MetricWriter
-from ttw_jax.train.loop import fit
-from ttw_jax.train.workdir import check_workdir_config
+from ttw_jax.core import viz
+from ttw_jax.core.train import data_parallel as dp
+from ttw_jax.core.train.logging import MetricWriter
+from ttw_jax.core.train.loop import fit
+from ttw_jax.core.train.workdir import check_workdir_config
+from ttw_jax.talk_the_walk import env as grid, figures, maps, walks
+from ttw_jax.talk_the_walk.emergent.evaluation import evaluate_full_task, make_evaluator
+from ttw_jax.talk_the_walk.emergent.losses import localization_loss
+from ttw_jax.talk_the_walk.emergent.model import Localizer
+from ttw_jax.talk_the_walk.upper_bound import bayes_rate
 
 MASK_SEQUENCES = ((grid.UP, grid.UP, grid.UP), (grid.RIGHT, grid.RIGHT, grid.RIGHT),
                   (grid.DOWN, grid.LEFT, grid.UP), (grid.LEFT, grid.DOWN, grid.RIGHT))
@@ -55,7 +54,7 @@ def build_model(config: ml_collections.ConfigDict) -> Localizer:
 
 def create_train_state(config, model: Localizer, table: np.ndarray, key: jax.Array):
     k_params, k_comm, k_data = jax.random.split(key, 3)
-    ex = localization.sample_batch(k_data, jnp.asarray(table), 2, config.T)
+    ex = walks.sample_batch(k_data, jnp.asarray(table), 2, config.T)
     params = model.init({"params": k_params, "comm": k_comm}, ex["obs"], ex["actions"],
                         ex["landmarks"])["params"]
     return train_state.TrainState.create(apply_fn=model.apply, params=params,
@@ -73,48 +72,6 @@ def learning_rate_schedule(config: ml_collections.ConfigDict):
     raise ValueError(f"config.lr_schedule must be 'constant' or 'cosine', got {config.lr_schedule!r}")
 
 
-def make_evaluator(model: Localizer, mesh, chunk_size: int, greedy: bool):
-    """Returns evaluate(params, examples) -> accuracy over all examples (numpy dict from
-    `enumerate_walks`), computed in padded chunks sharded over the mesh."""
-    chunk = max(mesh.size, chunk_size // mesh.size * mesh.size)
-
-    @jax.jit
-    def correct(params, batch, weight):
-        out = model.apply({"params": params}, batch["obs"], batch["actions"], batch["landmarks"],
-                          greedy=greedy, rngs={"comm": jax.random.key(0)})
-        return jnp.sum((jnp.argmax(out["logits"], -1) == batch["target"]) * weight)
-
-    def evaluate(params, examples: dict) -> float:
-        n = len(examples["target"])
-        total = 0.0
-        for start in range(0, n, chunk):
-            part = {k: v[start:start + chunk] for k, v in examples.items()}
-            m = len(part["target"])
-            pad = lambda x: np.pad(x, [(0, chunk - m)] + [(0, 0)] * (x.ndim - 1))
-            batch = dp.shard_global({k: pad(v) for k, v in part.items()}, dp.batch_sharded(mesh))
-            weight = dp.shard_global(pad(np.ones(m, np.float32)), dp.batch_sharded(mesh))
-            total += float(correct(params, batch, weight))
-        return total / n
-
-    return evaluate
-
-
-def make_predict_fn(model: Localizer, params, greedy_messages: bool) -> Callable:
-    def predict(obs, actions, landmarks):
-        return model.apply({"params": params}, obs, actions, landmarks, greedy=greedy_messages,
-                           rngs={"comm": jax.random.key(0)})["logits"]
-    return predict
-
-
-def evaluate_full_task(config, model, params, table: np.ndarray, key: jax.Array) -> dict:
-    landmarks, target = full_task_episodes(table, config.full_task.repeats)
-    predict = make_predict_fn(model, params, config.eval.greedy_messages)
-    run = jax.jit(lambda k, lm, tg: run_full_task(
-        k, predict, lm, tg, config.T, config.full_task.max_steps, config.full_task.max_evals,
-        config.full_task.greedy))
-    return run(key, jnp.asarray(landmarks), jnp.asarray(target)).summary()
-
-
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                        hooks: Sequence[Callable[[int], None]] = ()) -> dict:
     """Trains, checkpoints into `workdir`, evaluates; returns (and writes) the results dict.
@@ -123,11 +80,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     simulate a crash).
     """
     os.makedirs(workdir, exist_ok=True)
+    model = build_model(config)
+    learning_rate_schedule(config)            # bad settings fail before any work is done
     data = load_data(config)
     tables = {s: w.landmarks for s, w in data.items()}
     mesh = dp.make_mesh()
     dp.check_batch_size(config.batch_size, mesh)
-    model = build_model(config)
     base = jax.random.key(config.seed)
     state = create_train_state(config, model, tables["train"], jax.random.fold_in(base, 0))
     check_workdir_config(config, workdir, RESUMABLE_CHANGES)
@@ -136,10 +94,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     loss_fn = localization_loss(model.apply, discrete=config.comm == "discrete")
     train_step = dp.make_train_step(loss_fn, mesh)
     train_table = dp.replicate(jnp.asarray(tables["train"]), mesh)
-    sample = jax.jit(lambda k, tbl: localization.sample_batch(k, tbl, config.batch_size, config.T),
+    sample = jax.jit(lambda k, tbl: walks.sample_batch(k, tbl, config.batch_size, config.T),
                      out_shardings=dp.batch_sharded(mesh))
     evaluate = make_evaluator(model, mesh, config.eval.chunk_size, config.eval.greedy_messages)
-    examples = {s: localization.enumerate_walks(t, config.T) for s, t in tables.items()}
+    examples = {s: walks.enumerate_walks(t, config.T) for s, t in tables.items()}
     step_key = jax.random.fold_in(base, 1)
 
     def step_fn(state, step):
@@ -163,7 +121,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     ft_key = jax.random.fold_in(base, 2)
     for split in [s for s in config.full_task.splits.split(",") if s]:
         results[split]["full_task"] = evaluate_full_task(
-            config, model, best_params, tables[split], jax.random.fold_in(ft_key, maps.SPLITS.index(split)))
+            model, best_params, tables[split],
+            jax.random.fold_in(ft_key, maps.SPLITS.index(split)), T=config.T,
+            repeats=config.full_task.repeats, max_steps=config.full_task.max_steps,
+            max_evals=config.full_task.max_evals, greedy=config.full_task.greedy,
+            greedy_messages=config.eval.greedy_messages)
 
     if jax.process_index() == 0:
         with open(os.path.join(workdir, "results.json"), "w", encoding="utf-8") as f:
@@ -182,7 +144,7 @@ def write_plots(config, model: Localizer, params, history, results, workdir: str
         seqs = np.asarray([s[:config.T] + (grid.UP,) * (config.T - len(s)) for s in MASK_SEQUENCES])
         masks = model.apply({"params": params}, jnp.asarray(seqs), method=Localizer.masks)
         labels = ["-".join(grid.ACTION_NAMES[a] for a in s) for s in seqs]
-        viz.plot_masks(np.asarray(masks), labels, os.path.join(workdir, "masc_masks.png"))
+        figures.plot_masks(np.asarray(masks), labels, os.path.join(workdir, "masc_masks.png"))
 
 
 def format_results(results: dict) -> str:

@@ -7,7 +7,7 @@ r"""Launcher: Talk The Walk landmark classification (Appendix F).
 Trains in seconds on a CPU; writes `<workdir>/results.json` and prints the summary table.
 """
 from experiments.ttw_landmarks import train
-from ttw_jax.train.launch import launch
+from ttw_jax.core.train.launch import launch
 
 if __name__ == "__main__":
     launch(train.train_and_evaluate, "experiments/ttw_landmarks/configs/default.py")

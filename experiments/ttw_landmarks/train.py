@@ -18,12 +18,13 @@ import ml_collections
 import numpy as np
 import optax
 
-from ttw_jax import maps
-from ttw_jax.data import landmark_features as lf
-from ttw_jax.losses.landmarks import landmark_loss, pos_weights
-from ttw_jax.metrics.multilabel import all_positive, multilabel_metrics, random_positive
-from ttw_jax.models.landmark_classifier import LandmarkClassifier
-from ttw_jax.train.workdir import write_results
+from ttw_jax.core.train.workdir import write_results
+from ttw_jax.talk_the_walk import maps
+from ttw_jax.talk_the_walk.landmarks import features as lf
+from ttw_jax.talk_the_walk.landmarks.losses import landmark_loss, pos_weights
+from ttw_jax.talk_the_walk.landmarks.metrics import (all_positive, multilabel_metrics,
+                                                     random_positive)
+from ttw_jax.talk_the_walk.landmarks.model import LandmarkClassifier
 
 METHODS = ("model", "all_positive", "random")
 SELECT_METRICS = ("micro_f1", "macro_f1")

@@ -26,19 +26,17 @@ import ml_collections
 import optax
 from flax.training import train_state
 
-from ttw_jax import maps
-from ttw_jax.data import localization, ttw_dialogues as td, ttw_language_data
-from ttw_jax.data.vocab import Vocabulary
-from ttw_jax.evaluation import language
-from ttw_jax.evaluation.chunks import map_in_chunks
-from ttw_jax.evaluation.full_task import full_task_episodes, run_full_task
-from ttw_jax.losses import nl as nl_losses
-from ttw_jax.models.nl_guide import NLGuide
-from ttw_jax.models.nl_tourist import Tourist
-from ttw_jax.train import data_parallel as dp
-from ttw_jax.train.logging import MetricWriter
-from ttw_jax.train.loop import fit
-from ttw_jax.train.workdir import check_workdir_config, write_results
+from ttw_jax.core.chunks import map_in_chunks
+from ttw_jax.core.train import data_parallel as dp
+from ttw_jax.core.train.logging import MetricWriter
+from ttw_jax.core.train.loop import fit
+from ttw_jax.core.train.workdir import check_workdir_config, write_results
+from ttw_jax.core.vocab import Vocabulary
+from ttw_jax.talk_the_walk import maps, walks as localization
+from ttw_jax.talk_the_walk.language import (dataset as ttw_language_data, dialogues as td,
+                                            evaluation as language, losses as nl_losses)
+from ttw_jax.talk_the_walk.language.guide import NLGuide
+from ttw_jax.talk_the_walk.language.tourist import NLTourist
 
 RESUMABLE_CHANGES = ("patience", "eval.batch_size", "full_task.", "data.tfds_dir", "data.manual_dir")
 HUMAN_KEYS = ("obs", "actions", "num_moves", "utterance", "utterance_len", "message",
@@ -108,9 +106,9 @@ def run_stage(config, stage, workdir: str, name: str, params, loss_fn: Callable,
     return jax.device_get(best), meta
 
 
-def build_tourist(config, vocab_size: int) -> Tourist:
+def build_tourist(config, vocab_size: int) -> NLTourist:
     t = config.tourist
-    return Tourist(vocab_size=vocab_size, num_landmark_ids=maps.NUM_LANDMARK_IDS, embed=t.embed,
+    return NLTourist(vocab_size=vocab_size, num_landmark_ids=maps.NUM_LANDMARK_IDS, embed=t.embed,
                    hidden=t.hidden)
 
 
@@ -287,20 +285,11 @@ def fine_tune_tourist(config, data, tourist, tparams, guide, gparams, walks, mes
 def evaluate_full_task(config, data, tourist, tparams, guide, gparams, T: int, key) -> dict:
     """Algorithm 1 with natural-language messages on every full-task split."""
     f = config.full_task
-
-    @jax.jit
-    def run(tp, gp, k, landmarks, target):
-        predict = language.nl_predict_fn(tourist, tp, guide, gp, f.decode,
-                                         config.data.generated_len, config.eval.beam_size,
-                                         key=jax.random.fold_in(k, 1))
-        return run_full_task(k, predict, landmarks, target, T, f.max_steps, f.max_evals, f.greedy)
-
-    out = {}
-    for i, split in enumerate(s for s in f.splits.split(",") if s):
-        landmarks, target = full_task_episodes(data["tables"][split], f.repeats)
-        out[split] = run(tparams, gparams, jax.random.fold_in(key, i), jnp.asarray(landmarks),
-                         jnp.asarray(target)).summary()
-    return out
+    tables = {s: data["tables"][s] for s in f.splits.split(",") if s}
+    return language.evaluate_full_task(
+        tourist, tparams, guide, gparams, tables, T, key, decode=f.decode,
+        max_len=config.data.generated_len, beam_size=config.eval.beam_size, repeats=f.repeats,
+        max_steps=f.max_steps, max_evals=f.max_evals, greedy=f.greedy)
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,

@@ -2,7 +2,7 @@
 
 Real maps: `--config.data.maps_dir=../shared/data/ttw/maps` (features stay synthetic unless
 `--config.data.features` names a `.npz` / `.json` file in the layout of
-`ttw_jax/data/landmark_features.py`). Trains in seconds on a CPU.
+`ttw_jax/talk_the_walk/landmarks/features.py`). Trains in seconds on a CPU.
 """
 import ml_collections
 

@@ -1,0 +1,186 @@
+"""Every command and import the docs show still works as written (checked without running them):
+README.md, BUILD.md and the experiments' docstrings.
+
+- `python -m <module> ...`: the module exists; for an experiment launcher (`experiments.<x>.main`)
+  every `--config.a.b=...` names a field of the config it selects (`--config=...` or the
+  launcher's default) and the other flags are the launcher's; for any other module every flag is
+  one it defines (absl `flags.DEFINE_*` or argparse `add_argument`).
+- Python snippets: every `import` / `from ... import ...` resolves.
+- Every repository path the docs mention (`ttw_jax/...`, `experiments/...`, `tests/...`) exists.
+"""
+import ast
+import importlib
+import importlib.util
+import os
+import re
+import shlex
+
+import pytest
+
+from tests.conftest import ROOT
+
+DOCS = ("README.md", "BUILD.md")
+LAUNCHER_FLAGS = {"workdir", "multihost", "config"}
+
+
+def doc_texts() -> dict[str, str]:
+    texts = {d: open(os.path.join(ROOT, d), encoding="utf-8").read() for d in DOCS}
+    for dirpath, _, files in os.walk(os.path.join(ROOT, "experiments")):
+        for f in files:
+            if f.endswith(".py"):
+                path = os.path.join(dirpath, f)
+                doc = ast.get_docstring(ast.parse(open(path, encoding="utf-8").read()))
+                if doc:
+                    texts[os.path.relpath(path, ROOT)] = doc
+    return texts
+
+
+def fenced(text: str) -> tuple[list[tuple[str, str]], str]:
+    """([(language, body)] of the fenced code blocks, the text outside them)."""
+    blocks, prose, current = [], [], None
+    for line in text.splitlines(keepends=True):
+        if line.startswith("```"):
+            if current is None:
+                current = (line[3:].strip(), [])
+            else:
+                blocks.append((current[0], "".join(current[1])))
+                current = None
+        elif current is not None:
+            current[1].append(line)
+        else:
+            prose.append(line)
+    return blocks, "".join(prose)
+
+
+def commands(text: str) -> list[str]:
+    """The `python -m ...` commands of a text: in code blocks (with `\\` continuations and `$VAR`
+    expanded from `VAR=...` lines of the same block), in inline code spans, and on their own
+    lines (docstrings)."""
+    out = []
+    blocks, prose = fenced(text)
+    for lang, block in blocks:
+        if lang not in ("", "bash", "sh"):
+            continue
+        env = {}
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.split(" #")[0].strip()
+            m = re.fullmatch(r"([A-Z_]+)=(\S+)", line)
+            if m:
+                env[m.group(1)] = m.group(2)
+                continue
+            for var, value in env.items():
+                line = line.replace(f"${var}", value)
+            out += [c for c in re.findall(r"python -m [^&;|\"]+", line)]
+    for span in re.findall(r"`([^`]+)`", prose):
+        out += re.findall(r"python -m [^&;\"]+", " ".join(span.split()))
+    for line in prose.replace("\\\n", " ").splitlines():
+        if line.strip().startswith("python -m ") and "`" not in line:
+            out.append(line.strip())
+    return [c for c in out if not re.match(r"python -m (pip|pytest)\b", c)]
+
+
+def parse(command: str) -> tuple[str, list[str]]:
+    words = shlex.split(command.replace("[", " ").replace("]", " "))
+    return words[2], [w for w in words[3:] if w.startswith("--")]
+
+
+def defined_flags(module: str) -> set[str]:
+    source = open(importlib.util.find_spec(module).origin, encoding="utf-8").read()
+    return (set(re.findall(r"flags\.DEFINE_\w+\(\s*\"(\w+)\"", source))
+            | set(re.findall(r"add_argument\(\s*\"--(\w+)\"", source)))
+
+
+def config_of(main_module: str, flag_args: list[str]):
+    explicit = [a.split("=", 1)[1] for a in flag_args if a.startswith("--config=")]
+    if explicit:
+        path = explicit[0]
+    else:
+        source = open(importlib.util.find_spec(main_module).origin, encoding="utf-8").read()
+        path = re.search(r"launch\([^,]+,\s*\"([^\"]+)\"", source).group(1)
+    return importlib.import_module(path[:-3].replace("/", ".")).get_config()
+
+
+def has_field(config, dotted: str) -> bool:
+    node = config
+    for part in dotted.split("."):
+        if not hasattr(node, "keys") or part not in node.keys():
+            return False
+        node = node[part]
+    return True
+
+
+def find(module: str):
+    try:
+        return importlib.util.find_spec(module)
+    except ModuleNotFoundError:
+        return None
+
+
+def problems(command: str) -> list[str]:
+    module, args = parse(command)
+    if find(module) is None:
+        return [f"no module {module}"]
+    names = [a[2:].split("=", 1)[0] for a in args]
+    if module.startswith("experiments.") and module.endswith(".main"):
+        config = config_of(module, args)
+        bad = [n for n in names if n not in LAUNCHER_FLAGS and not (
+            n.startswith("config.") and has_field(config, n[len("config."):]))]
+    else:
+        known = defined_flags(module) | {"helpfull", "help"}
+        bad = [n for n in names if n not in known]
+    return [f"unknown flag --{n}" for n in bad]
+
+
+ALL = sorted({(name, c) for name, text in doc_texts().items() for c in commands(text)})
+
+
+def test_the_docs_show_commands():
+    assert len(ALL) >= 30, ALL
+    assert any("--config.data.maps_dir=" in c for _, c in ALL)
+
+
+@pytest.mark.parametrize("where,command", ALL)
+def test_documented_command_runs_as_written(where, command):
+    assert problems(command) == [], (where, command)
+
+
+def test_the_command_check_catches_mistakes():
+    assert problems("python -m experiments.nope.main --workdir=/tmp/x") == [
+        "no module experiments.nope.main"]
+    assert problems("python -m experiments.ttw_emergent.main --workdir=/tmp/x "
+                    "--config.data.map_dir=x --config.T=2") == ["unknown flag --config.data.map_dir"]
+    assert problems("python -m experiments.rxr.baselines --config=r2r --splits=val") == [
+        "unknown flag --splits"]
+    assert problems("python -m experiments.rxr.main --config=experiments/rxr/configs/r2r.py "
+                    "--workdir=/tmp/r --config.data.manual_dir=x") == []
+
+
+def snippet_imports(text: str) -> list[ast.AST]:
+    out = []
+    for lang, block in fenced(text)[0]:
+        if lang != "python":
+            continue
+        out += [n for n in ast.walk(ast.parse(block)) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    return out
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_python_snippets_import_what_exists(doc):
+    for node in snippet_imports(open(os.path.join(ROOT, doc), encoding="utf-8").read()):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                importlib.import_module(a.name)
+        else:
+            module = importlib.import_module(node.module)
+            for a in node.names:
+                assert hasattr(module, a.name) or find(f"{node.module}.{a.name}"), (
+                    doc, node.module, a.name)
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_paths_in_the_docs_exist(doc):
+    text = open(os.path.join(ROOT, doc), encoding="utf-8").read()
+    paths = set(re.findall(r"(?<![\w/.-])((?:ttw_jax|experiments|tests|datasets)/[\w/.]*\w)", text))
+    assert paths, doc
+    missing = sorted(p for p in paths if not os.path.exists(os.path.join(ROOT, p)))
+    assert missing == [], missing

@@ -1,0 +1,69 @@
+"""TFDS conventions of the builders: `import ttw_datasets` registers all of them, each cites its
+paper and names the release's page, and each writes ArrayRecord by default (no TensorFlow)."""
+import json
+import subprocess
+import sys
+
+import pytest
+import tensorflow_datasets as tfds
+
+import ttw_datasets
+from tests.conftest import ROOT
+
+NAMES = ("ttw_localization", "talk_the_walk", "touchdown", "rxr", "arramon")
+TITLES = {"ttw_localization": "Talk the Walk: Navigating New York City through Grounded Dialogue",
+          "talk_the_walk": "Talk the Walk: Navigating New York City through Grounded Dialogue",
+          "touchdown": "Touchdown: Natural Language Navigation and Spatial Reasoning",
+          "rxr": "Room-Across-Room: Multilingual Vision-and-Language Navigation",
+          "arramon": "ArraMon: A Joint Navigation-Assembly Instruction Interpretation Task"}
+HOMEPAGES = {"ttw_localization": "https://github.com/facebookresearch/talkthewalk",
+             "talk_the_walk": "https://github.com/facebookresearch/talkthewalk",
+             "touchdown": "https://github.com/lil-lab/touchdown",
+             "rxr": "https://github.com/google-research-datasets/RxR",
+             "arramon": "https://github.com/hyounghk/ArraMon"}
+
+REGISTRATION = f"""
+import json, sys
+sys.path.insert(0, {ROOT!r})
+import tensorflow_datasets as tfds
+def known(name):
+    try:
+        return tfds.builder_cls(name).__module__
+    except Exception:
+        return None
+before = {{n: known(n) for n in {NAMES!r}}}
+import ttw_datasets
+print(json.dumps({{"before": before, "after": {{n: known(n) for n in {NAMES!r}}}}}))
+"""
+
+
+def test_importing_ttw_datasets_registers_every_builder():
+    out = subprocess.run([sys.executable, "-c", REGISTRATION], capture_output=True, text=True,
+                         check=True, cwd=ROOT).stdout
+    found = json.loads(out.strip().splitlines()[-1])
+    assert all(m is None for m in found["before"].values()), found["before"]
+    for name, module in found["after"].items():
+        assert module == f"ttw_datasets.{name}.{name}_dataset_builder", (name, module)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_builder_cites_its_paper_and_the_release(name, tmp_path):
+    info = getattr(ttw_datasets, name).Builder(data_dir=str(tmp_path)).info
+    citation = " ".join(info.citation.split())
+    assert citation.startswith("@") and citation.rstrip().endswith("}")
+    assert TITLES[name] in citation
+    assert info.homepage == HOMEPAGES[name]
+
+
+def test_a_plain_download_and_prepare_writes_array_record(tmp_path):
+    builder = ttw_datasets.ttw_localization.Builder(config="synthetic", data_dir=str(tmp_path))
+    assert builder.info.file_format == tfds.core.FileFormat.ARRAY_RECORD
+    builder.download_and_prepare()            # TFRecord would need TensorFlow here
+    reread = tfds.builder("ttw_localization/synthetic", data_dir=str(tmp_path))
+    assert reread.info.file_format == tfds.core.FileFormat.ARRAY_RECORD
+    assert {s: len(v) for s, v in reread.as_data_source().items()} == {
+        "train": 61, "valid": 20, "test": 10}
+    # An explicit format is kept.
+    explicit = ttw_datasets.arramon.Builder(data_dir=str(tmp_path / "other"),
+                                            file_format="tfrecord")
+    assert explicit.info.file_format == tfds.core.FileFormat.TFRECORD

@@ -1,0 +1,151 @@
+"""Talk The Walk with natural language: generated messages, the NL full task, and the staged
+trainer end to end on a tiny synthetic config (crash in a later stage, resume, same results)."""
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from experiments.ttw_language import train
+from experiments.ttw_language.configs import default
+from tests.helpers import Crash, override
+from ttw_jax.talk_the_walk import walks as localization
+from ttw_jax.talk_the_walk.full_task import run_full_task
+from ttw_jax.talk_the_walk.language import dialogues as td, evaluation as language
+from ttw_jax.talk_the_walk.language.guide import NLGuide
+from ttw_jax.talk_the_walk.language.tourist import NLTourist, greedy_decode
+
+pytestmark = pytest.mark.usefixtures("fast_compile")  # tiny models: compile fast
+
+V = 12
+
+
+@pytest.fixture(scope="module")
+def agents():
+    tourist = NLTourist(vocab_size=V, embed=8, hidden=8)
+    guide = NLGuide(vocab_size=V, T_max=2, embed=8, hidden=8, features=8)
+    obs, actions = jnp.ones((2, 3, 2), jnp.int32), jnp.zeros((2, 2), jnp.int32)
+    tp = jax.jit(tourist.init)(jax.random.key(0), obs, actions, jnp.array([2, 2]),
+                      jnp.ones((2, 4), jnp.int32))["params"]
+    gp = jax.jit(guide.init)(jax.random.key(1), jnp.ones((2, 5), jnp.int32), jnp.array([5, 3]),
+                    jnp.ones((2, 4, 4, 2), jnp.int32))["params"]
+    return tourist, tp, guide, gp
+
+
+def test_pad_walk_gives_zero_move_walks_a_dummy_move():
+    obs = jnp.arange(6).reshape(2, 1, 3)
+    o, a, n = language.pad_walk(obs, jnp.zeros((2, 0), jnp.int32))
+    assert o.shape == (2, 2, 3) and a.shape == (2, 1) and n.tolist() == [0, 0]
+    np.testing.assert_array_equal(o[:, 0], obs[:, 0])
+    o, a, n = language.pad_walk(jnp.ones((2, 3, 3)), jnp.ones((2, 2), jnp.int32))
+    assert o.shape == (2, 3, 3) and a.shape == (2, 2) and n.tolist() == [2, 2]
+
+
+def test_generated_message_is_tourist_token_then_the_greedy_words(agents):
+    tourist, tp, _, _ = agents
+    table = jnp.asarray(np.random.default_rng(0).integers(1, 11, (3, 4, 4, 2)), jnp.int32)
+    walks = localization.sample_batch(jax.random.key(2), table, 4, 2)
+    batch = language.generated_batch(tourist, tp, walks, jax.random.key(3), "greedy", 6)
+    tokens, lengths = greedy_decode(tourist, tp, walks["obs"], walks["actions"],
+                                    jnp.full((4,), 2), 6)
+    assert batch["message"].shape == (4, 7) and batch["T"].tolist() == [2] * 4
+    for i in range(4):
+        words = [t for t in tokens[i, :int(lengths[i])].tolist() if t != td.EOS]
+        n = int(batch["message_len"][i])
+        assert n == len(words) + 1
+        assert batch["message"][i, :n].tolist() == [td.TOURIST] + words
+        assert not batch["message"][i, n:].any()
+
+
+@pytest.mark.parametrize("T", [0, 2])
+def test_full_task_runs_with_natural_language_messages(agents, T):
+    tourist, tp, guide, gp = agents
+    landmarks = jnp.asarray(np.random.default_rng(1).integers(1, 11, (6, 4, 4, 2)), jnp.int32)
+    target = jnp.arange(6, dtype=jnp.int32)
+    predict = language.nl_predict_fn(tourist, tp, guide, gp, "greedy", 5)
+    res = jax.jit(lambda k: run_full_task(k, predict, landmarks, target, T, max_steps=12))(
+        jax.random.key(0))
+    assert res.success.shape == (6,) and bool(jnp.all(res.steps <= 12))
+    assert bool(jnp.all(res.evaluations <= 3))
+
+
+@pytest.fixture(scope="module")
+def tfds_dir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("tfds"))
+
+
+def tiny_config(tfds_dir, **overrides):
+    c = default.get_config()
+    c.data.tfds_dir = tfds_dir
+    c.contexts = "1"
+    c.compare_masc = False
+    c.generated.Ts = "1"
+    c.pg.T = 1
+    for stage, steps in ((c.tourist, 30), (c.guide, 12), (c.generated, 12), (c.pg, 6)):
+        stage.num_steps, stage.eval_every, stage.batch_size = steps, steps // 2, 16
+    c.tourist.embed = c.tourist.hidden = 16
+    c.guide.embed = c.guide.hidden = c.guide.features = 8
+    c.log_every = 3
+    c.patience = 100
+    c.data.generated_len = 8
+    c.eval.num_walks = 64
+    c.eval.batch_size = 64
+    c.full_task.repeats = 1
+    c.full_task.max_steps = 10
+    c.full_task.splits = "test"
+    return override(c, **overrides)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, tfds_dir):
+    workdir = str(tmp_path_factory.mktemp("full"))
+    return workdir, train.train_and_evaluate(tiny_config(tfds_dir), workdir)
+
+
+@pytest.mark.slow
+def test_runs_every_stage_and_writes_results(uninterrupted):
+    workdir, res = uninterrupted
+    for stage in ("tourist", "guide_human_c1_masc", "guide_generated_T1", "pg_T1"):
+        assert os.path.exists(os.path.join(workdir, stage, "metrics.jsonl")), stage
+    with open(os.path.join(workdir, "results.json")) as f:
+        assert json.load(f)["human"] == res["human"]
+    assert res["tourist"]["valid"]["ce"] < np.log(res["vocab_size"])   # it learned something
+    assert set(res["generated"]["T1"]["test"]) == set(language.DECODES)
+    pg = res["policy_gradient"]["test"]
+    assert {k.split("_")[-1] for k in pg} == set(language.DECODES)
+    human = res["human"]["c1_masc"]
+    for v in [*(human[s] for s in ("train", "valid", "test")), *pg.values()]:
+        assert 0.0 <= v <= 1.0
+    assert set(res["full_task"]) == {"T1", "T1_policy_gradient"}
+    assert 0.0 <= res["full_task"]["T1"]["test"]["success_rate"] <= 1.0
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_to_the_same_result(uninterrupted, tfds_dir, tmp_path):
+    """Crash in the third stage (the generated-utterance guide); the rerun skips the finished
+    stages, resumes that one from its checkpoint and ends with the same numbers."""
+    _, expected = uninterrupted
+    calls = {"n": 0}
+    crash_after = 30 + 12 + 8   # tourist, human guide, then 8 steps into the generated guide
+
+    def hook(step):
+        calls["n"] += 1
+        if calls["n"] == crash_after:
+            raise Crash(step)
+
+    workdir = str(tmp_path / "run")
+    with pytest.raises(Crash):
+        train.train_and_evaluate(tiny_config(tfds_dir), workdir, hooks=[hook])
+    assert not os.path.exists(os.path.join(workdir, "pg_T1"))
+    resumed = train.train_and_evaluate(tiny_config(tfds_dir), workdir)
+    for key in ("tourist", "human", "generated", "policy_gradient", "full_task"):
+        assert resumed[key] == expected[key], key
+
+
+@pytest.mark.slow
+def test_refuses_to_resume_with_another_config(uninterrupted, tfds_dir):
+    workdir, _ = uninterrupted
+    with pytest.raises(ValueError, match="another config"):
+        train.train_and_evaluate(tiny_config(tfds_dir, guide__hidden=12), workdir)

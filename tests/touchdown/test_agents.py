@@ -1,0 +1,145 @@
+"""Touchdown navigation models (GA, RConcat), data arrays and evaluation: shapes, gradients,
+overfitting a tiny batch through the simulator's scan, and baselines with hand-checked values."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from ttw_jax.core import vocab as vocab_lib
+from ttw_jax.core.vocab import Vocabulary
+from ttw_jax.touchdown import (env as td, episodes as nav_episodes, evaluation as nav_eval,
+                               features as pano_features)
+from ttw_jax.touchdown.agents import Navigator, navigator_policy
+from ttw_jax.touchdown.graph import compile_touchdown, synthetic_street_grid
+from ttw_jax.touchdown.losses import imitation_loss
+from ttw_jax.touchdown.reference import TouchdownReference
+from ttw_jax.touchdown.synthetic import synthetic_records
+
+pytestmark = pytest.mark.usefixtures("fast_compile")  # tiny models: compilation dominates
+
+
+@pytest.fixture(scope="module")
+def world():
+    nodes, links = synthetic_street_grid(num_avenues=4, num_streets=4, panos_per_block=4)
+    graph, table = compile_touchdown(nodes, links)
+    records = synthetic_records(links, 24, seed=0, max_route_len=30)
+    vocab = Vocabulary.build(r["navigation_text"] for r in records)
+    eps = nav_episodes.episodes(records, table, TouchdownReference(links), vocab, 48, 40, 40)
+    features = pano_features.synthetic_pano_features(graph, width=8, dim=6, seed=0)
+    return dict(graph=graph, table=table, records=records, vocab=vocab, eps=eps,
+                sim=td.compile_sim(graph), features=jnp.asarray(features), links=links)
+
+
+def init(model, crop=3, dim=6):
+    return jax.jit(model.init)(jax.random.key(0), jnp.ones((2, 5), jnp.int32), jnp.full((2,), 5),
+                               jnp.zeros((2, 3, crop, dim)), jnp.zeros((2, 3), jnp.int32))
+
+
+def test_vocabulary_and_episode_arrays(world):
+    vocab, eps, records = world["vocab"], world["eps"], world["records"]
+    assert vocab.words[:2] == ("<pad>", "<unk>")
+    ids, lengths = vocab.encode(["Turn around. Zebra."], 8)
+    assert lengths[0] == 5 and ids[0, 2] == ids[0, 4] == vocab.index["."]
+    assert ids[0, 3] == vocab_lib.UNK and (ids[0, 5:] == vocab_lib.PAD).all()
+    r0 = records[0]
+    assert eps["route_len"][0] == len(r0["route_panoids"])
+    assert [world["table"].ids[i] for i in eps["route"][0, :eps["route_len"][0]]] == \
+        r0["route_panoids"]
+    assert (eps["route"][0, eps["route_len"][0]:] == -1).all()
+    gold = TouchdownReference(world["links"]).gold_actions(r0["route_panoids"],
+                                                          round(r0["start_heading"]))
+    assert eps["gold"][0, :eps["gold_len"][0]].tolist() == gold and gold[-1] == td.STOP
+
+
+def test_crop_looks_along_the_heading():
+    # Width 8 around yaw 90: column 0 starts at -90 (= 270); heading 90 is column 4.
+    table = jnp.arange(8, dtype=jnp.float32)[None, :, None]
+    crop = pano_features.crop_to_heading(table, jnp.asarray([90.0]), jnp.asarray([0]),
+                                         jnp.asarray([90]), 3)
+    assert crop[0, :, 0].tolist() == [3, 4, 5]
+    crop = pano_features.crop_to_heading(table, jnp.asarray([90.0]), jnp.asarray([0]),
+                                         jnp.asarray([280]), 3)   # column 0, wraps around
+    assert crop[0, :, 0].tolist() == [7, 0, 1]
+
+
+@pytest.mark.parametrize("kind", ["ga", "rconcat"])
+def test_shapes_and_gradients(kind, world):
+    model = Navigator(len(world["vocab"]), kind, text_hidden=16, hidden=16, conv_features=8)
+    params = init(model)
+    logits = model.apply(params, jnp.ones((2, 5), jnp.int32), jnp.full((2,), 5),
+                         jnp.ones((2, 4, 3, 6)), jnp.zeros((2, 4), jnp.int32))
+    assert logits.shape == (2, 4, 4)
+    eps = world["eps"]
+    batch = {k: jnp.asarray(eps[k][:4]) for k in ("start_pano", "start_heading", "tokens",
+                                                   "token_len", "gold", "gold_len")}
+    loss_fn = imitation_loss(model, crop=3, horizon=40)
+    (loss, _), grads = jax.jit(jax.value_and_grad(loss_fn, has_aux=True))(
+        params, batch, jax.random.key(1), world["sim"], world["features"])
+    assert np.isfinite(float(loss))
+    norms = {jax.tree_util.keystr(p): float(jnp.linalg.norm(g))
+             for p, g in jax.tree_util.tree_leaves_with_path(grads)}
+    assert all(v > 0 for v in norms.values()), norms
+    if kind == "ga":   # the text reaches GA's decisions only through the gate
+        assert norms["['params']['gate']['kernel']"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["ga", "rconcat"])
+def test_overfits_a_tiny_batch_through_the_scan(kind, world):
+    model = Navigator(len(world["vocab"]), kind, text_hidden=32, hidden=32, conv_features=8)
+    params = init(model)
+    eps = world["eps"]
+    batch = {k: jnp.asarray(eps[k][:4]) for k in ("start_pano", "start_heading", "tokens",
+                                                   "token_len", "gold", "gold_len")}
+    loss_fn = imitation_loss(model, crop=3, horizon=40)
+    tx = optax.adam(1e-2)
+    opt = tx.init(params)
+
+    @jax.jit
+    def step(params, opt):
+        (loss, m), g = jax.value_and_grad(loss_fn, has_aux=True)(
+            params, batch, jax.random.key(1), world["sim"], world["features"])
+        updates, opt = tx.update(g, opt)
+        return optax.apply_updates(params, updates), opt, m
+    for _ in range(150):
+        params, opt, m = step(params, opt)
+    assert float(m["loss"]) < 0.05 and float(m["action_accuracy"]) == pytest.approx(1.0)
+    # Greedy decoding of the memorised episodes reaches every goal.
+    def factory(consts, b):
+        text = model.apply(consts, b["tokens"], b["token_len"], method=Navigator.encode)
+        return navigator_policy(model, consts, world["features"], world["sim"].graph.yaw, 3, text)
+    sub = {k: v[:4] for k, v in eps.items()}
+    hops = nav_episodes.hops_to_goal(world["graph"], sub["goal"])
+    res = nav_eval.evaluate(nav_eval.make_rollout(factory, 40), world["sim"], params, sub, hops,
+                            jax.random.key(0), batch_size=4)
+    assert res["tc"] == 1.0 and res["spd"] == 0.0
+
+
+def test_baselines_and_gold_replay(world):
+    eps, graph, sim = world["eps"], world["graph"], world["sim"]
+    hops = nav_episodes.hops_to_goal(graph, eps["goal"])
+    key = jax.random.key(0)
+    stop = nav_eval.evaluate(nav_eval.make_rollout(nav_eval.baseline_factory("stop"), 50), sim,
+                             None, eps, hops, key, batch_size=16)
+    # Stop never moves: SPD is the start's hop distance to the goal, TC whether it is adjacent.
+    start_hops = hops[np.arange(len(eps["goal"])), eps["start_pano"]]
+    assert stop["spd"] == pytest.approx(start_hops.mean())
+    assert stop["tc"] == pytest.approx(np.mean(start_hops <= 1))
+    gold = nav_eval.evaluate(nav_eval.make_rollout(lambda c, b: (td.replay_policy, b["gold"]), 40),
+                             sim, None, eps, hops, key, batch_size=16)
+    assert gold["tc"] == 1.0 and gold["spd"] == 0.0 and gold["sed"] == 1.0
+    rand = nav_eval.evaluate(nav_eval.make_rollout(nav_eval.baseline_factory("random"), 50), sim,
+                             None, eps, hops, key, batch_size=16)
+    assert (rand["episodes"]["num_steps"] == 50).all()   # Random never stops
+    with pytest.raises(ValueError, match="unknown baseline"):
+        nav_eval.baseline_factory("teleport")
+
+
+def test_random_policy_is_uniform_over_moves():
+    state = td.TouchdownState(*(jnp.zeros(200_000, jnp.int32),) * 2, jnp.zeros(200_000, jnp.int32),
+                              jnp.zeros((200_000, 3), jnp.int32), jnp.zeros(200_000, bool),
+                              jnp.zeros(200_000, jnp.int32))
+    _, actions, _ = td.random_policy(None, state, 0, jax.random.key(3))
+    freq = np.bincount(np.asarray(actions), minlength=4) / 200_000
+    np.testing.assert_allclose(freq, [1 / 3, 1 / 3, 1 / 3, 0], atol=0.005)

@@ -1,0 +1,118 @@
+"""The full ArraMon task with cascading errors: navigate, pick up, assemble, twice.
+
+Turn 2 navigation starts where the agent's own turn 1 ended (position and heading), without the
+object it picked; turn 2 assembly starts from the grid as the agent left it. Each phase runs to
+its step limit (150) with the paper's fallbacks. Metrics per turn and overall (the mean of the
+two turns): navigation nDTW and CTC-0/3/5/7, assembly nDTW, rPOD and PTC.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ttw_jax.arramon import env, metrics as am
+from ttw_jax.arramon.losses import assembly_rollout, navigation_rollout, navigation_start
+from ttw_jax.arramon.model import PhaseAgent
+from ttw_jax.core.chunks import map_in_chunks
+
+# runner(consts, walkable, turn_batch, rng, horizon) -> (final state, trajectory)
+NavRunner = Callable[[Any, env.Walkable, dict, jax.Array, int], tuple]
+AssemRunner = Callable[[Any, dict, jax.Array, int], tuple]
+EPISODE_KEYS = ("start", "psi0", "turn_heading", "map_index", "objects", "object_attrs",
+                "object_mask", "heights", "grid_attrs", "navi_path", "navi_path_len",
+                "assem_path", "assem_path_len", "target_pos", "assem_target", "navi_tokens",
+                "navi_token_len", "assem_tokens", "assem_token_len")
+METRICS = ("navi_ndtw", "ctc0", "ctc3", "ctc5", "ctc7", "assem_ndtw", "rpod", "ptc")
+
+
+def random_runners() -> tuple[NavRunner, AssemRunner]:
+    """The random walk: uniform over the four actions in both phases."""
+    def nav(consts, walkable, batch, rng, horizon):
+        final, _, traj = env.navigate(walkable, navigation_start(batch), env.random_policy, None,
+                                      rng, horizon)
+        return final, traj
+
+    def assem(consts, batch, rng, horizon):
+        final, _, traj = env.assemble(env.reset_assembly(batch["heights"]), env.random_policy,
+                                      None, rng, horizon)
+        return final, traj
+    return nav, assem
+
+
+def agent_runners(nav_model: PhaseAgent, assem_model: PhaseAgent,
+                  num_types: int) -> tuple[NavRunner, AssemRunner]:
+    """Greedy decoding of the trained modules; consts = {"navi": params, "assem": params}."""
+    def nav(params, walkable, batch, rng, horizon):
+        return navigation_rollout(nav_model, params["navi"], walkable, batch, rng, horizon)
+
+    def assem(params, batch, rng, horizon):
+        return assembly_rollout(assem_model, params["assem"], batch, rng, horizon, num_types)
+    return nav, assem
+
+
+def make_task_rollout(runners: tuple[NavRunner, AssemRunner], horizon: int = env.STEP_LIMIT,
+                      strict: bool = True):
+    """Jitted run(walkable, consts, batch, rng) -> {f"{metric}_{turn}": [B]} for both turns of a
+    batch of instances (keys EPISODE_KEYS of `episodes.episodes`). Runners get each
+    turn's batch: the keys of `episodes.turn_examples` without actions, plus `turn` [B].
+    `strict=False` lets
+    the fallback's pick-ups score CTC-k by distance (see `metrics.ctc`); the object then
+    also counts as collected for rPOD / PTC when within 3 units."""
+    nav_run, assem_run = runners
+
+    @jax.jit
+    def run(walkable, consts, batch, rng):
+        out = {}
+        start, heading = batch["start"], batch["turn_heading"][:, 0]
+        present, heights, grid_attrs = batch["object_mask"], batch["heights"], batch["grid_attrs"]
+        rows = jnp.arange(start.shape[0])
+        for t in range(2):
+            k_nav, k_assem = jax.random.split(jax.random.fold_in(rng, t))
+            turn = {k: batch[k] for k in ("psi0", "map_index", "objects", "object_attrs",
+                                          "object_mask")}
+            turn.update(start=start, heading=heading, present=present, heights=heights,
+                        grid_attrs=grid_attrs, turn=jnp.full(start.shape[:1], t, jnp.int32))
+            for key in ("navi_tokens", "navi_token_len", "assem_tokens", "assem_token_len"):
+                turn[key] = batch[key][:, t]
+            final, traj = nav_run(consts, walkable, turn, k_nav, horizon)
+            path, path_len = env.path_of(traj["state"].position, final.position)
+            out[f"navi_ndtw_{t}"] = am.ndtw(path, path_len, batch["navi_path"][:, t],
+                                            batch["navi_path_len"][:, t])
+            ctc = am.ctc(final.position, batch["target_pos"][:, t], final.picked == t,
+                         final.auto, strict=strict)
+            out.update({f"{k}_{t}": v for k, v in ctc.items()})
+            out[f"navi_steps_{t}"] = final.num_steps
+
+            placed, traj = assem_run(consts, turn, k_assem, horizon)
+            path, path_len = env.path_of(traj["state"].position, placed.position)
+            out[f"assem_ndtw_{t}"] = am.ndtw(path, path_len, batch["assem_path"][:, t],
+                                             batch["assem_path_len"][:, t])
+            collected = jnp.maximum(ctc["ctc0"], ctc["ctc3"])
+            out.update({f"{k}_{t}": v for k, v in am.placement(
+                placed.placed, batch["assem_target"][:, t], collected, placed.auto).items()})
+            # Cascade: the next turn starts from what this turn did.
+            start, heading, present = final.position, final.heading, final.present
+            heights = placed.heights
+            held = batch["object_attrs"][rows, jnp.maximum(final.picked, 0)]
+            grid_attrs = grid_attrs.at[rows, placed.placed[:, 0], placed.placed[:, 2]].set(held)
+        return out
+    return run
+
+
+def evaluate(run, walkable: env.Walkable, consts, episodes: dict, rng: jax.Array,
+             batch_size: int = 256) -> dict:
+    """{metric: mean over both turns, f"{metric}_{turn}": per-turn mean, "episodes": per-episode
+    arrays}, over every instance of `episodes`. The walkable map goes to the device once, not
+    with every chunk."""
+    walkable = jax.device_put(walkable)
+    per = map_in_chunks(lambda batch, key: run(walkable, consts, batch, key), episodes,
+                        EPISODE_KEYS, batch_size, rng)
+    res: dict = {"episodes": per}
+    for m in METRICS + ("navi_steps",):
+        turns = [float(np.mean(per[f"{m}_{t}"])) for t in range(2)]
+        res.update({f"{m}_{t}": v for t, v in enumerate(turns)})
+        res[m] = float(np.mean(turns))
+    return res

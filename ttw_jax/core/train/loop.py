@@ -1,0 +1,85 @@
+"""The training loop shared by every experiment: steps, periodic evaluation with early stopping,
+orbax checkpoints of {state, best params} and metric logging; a killed run resumes exactly."""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+from absl import logging
+
+from ttw_jax.core.train.checkpoint import Checkpointer
+from ttw_jax.core.train.logging import MetricWriter
+
+
+def fit(state: Any, *, config: ml_collections.ConfigDict, workdir: str, writer: MetricWriter,
+        place: Callable[[Any], Any], step_fn: Callable[[Any, int], tuple[Any, dict]],
+        evaluate: Callable[[Any], dict], metric: str, mode: str = "max",
+        eval_prefix: str = "valid", hooks: Sequence[Callable[[int], None]] = ()):
+    """Trains from the newest checkpoint in `<workdir>/checkpoints` (or from `state`).
+
+    `step_fn(state, step) -> (state, metrics)` runs training step `step` (1-based; derive its
+    randomness from `step` so a resumed run is identical); `evaluate(params) -> {name: float}` runs
+    every `config.eval_every` steps and at the end; `metric` of it, maximised or minimised
+    (`mode`), picks the best parameters and stops the run after `config.patience` evaluations
+    without improvement. `place(tree)` puts host trees on the devices. Hosts sync every
+    `config.log_every` steps. `hooks` are called with the step number after every step.
+
+    Returns (state, best_params, meta) with meta = {step, best, best_step, bad_evals, stopped}.
+    """
+    if mode not in ("max", "min"):
+        raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
+    sign = 1.0 if mode == "max" else -1.0
+    ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), config.max_checkpoints)
+    best_params = state.params
+    meta = {"step": 0, "best": None, "best_step": 0, "bad_evals": 0, "stopped": False}
+    restored = ckpt.restore_latest({"state": state, "best_params": best_params})
+    if restored is not None:
+        (trees, meta) = restored
+        state, best_params = trees["state"], trees["best_params"]
+        logging.info("Resumed from step %d of %s", meta["step"], workdir)
+    writer.truncate_after(meta["step"])
+    state, best_params = place((state, best_params))
+
+    progress = None
+    if jax.process_index() == 0:
+        from tqdm import tqdm
+        progress = tqdm(total=config.num_steps, initial=meta["step"], desc="train", leave=False)
+    pending, t0 = [], time.time()
+    step = meta["step"]
+    while step < config.num_steps and not meta["stopped"]:
+        step += 1
+        state, metrics = step_fn(state, step)
+        pending.append(metrics)
+        for hook in hooks:
+            hook(step)
+        evaluate_now = step % config.eval_every == 0 or step == config.num_steps
+        if step % config.log_every == 0 or evaluate_now:
+            host = jax.device_get(pending)  # also bounds the number of in-flight steps
+            scalars = {f"train/{k}": float(np.mean([m[k] for m in host])) for k in host[0]}
+            scalars["train/steps_per_second"] = len(host) / max(time.time() - t0, 1e-9)
+            pending, t0 = [], time.time()
+            if progress is not None:
+                progress.update(len(host))
+                progress.set_postfix(loss=f"{scalars['train/loss']:.3f}")
+            if evaluate_now:
+                result = evaluate(state.params)
+                scalars.update({f"{eval_prefix}/{k}": v for k, v in result.items()})
+                if meta["best"] is None or sign * result[metric] > sign * meta["best"]:
+                    meta.update(best=result[metric], best_step=step, bad_evals=0)
+                    best_params = jax.tree_util.tree_map(jnp.copy, state.params)
+                else:
+                    meta["bad_evals"] += 1
+                    meta["stopped"] = meta["bad_evals"] >= config.patience
+                meta["step"] = step
+                ckpt.save(step, {"state": state, "best_params": best_params}, meta)
+            writer.write(step, scalars)
+    if progress is not None:
+        progress.close()
+    ckpt.close()
+    meta["step"] = step
+    return state, best_params, meta

@@ -1,0 +1,37 @@
+"""PNG figures: the matplotlib set-up every system shares (Agg, no display) and learning curves."""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def plot_learning_curve(history: list[dict], path: str, keys=("train/loss", "valid/accuracy"),
+                        hlines: dict | None = None) -> None:
+    """One panel per key of `history` (dicts with 'step'); `hlines` {label: y} on the last panel."""
+    fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 3.5))
+    for ax, key in zip(np.atleast_1d(axes), keys):
+        pts = [(h["step"], h[key]) for h in history if key in h]
+        if pts:
+            ax.plot(*zip(*pts), marker="." if len(pts) < 50 else None)
+        ax.set_xlabel("step")
+        ax.set_title(key)
+        ax.grid(alpha=0.3)
+    for label, y in (hlines or {}).items():
+        ax.axhline(y, ls="--", color="gray")
+        ax.text(ax.get_xlim()[0], y, f" {label}", va="bottom", fontsize=8)
+    save(fig, path)
+
+
+def subplots(*args, **kwargs):
+    """`matplotlib.pyplot.subplots` on the Agg backend: (figure, axes)."""
+    return plt.subplots(*args, **kwargs)
+
+
+def save(fig, path: str, dpi: int = 100) -> None:
+    """Lays out `fig`, writes it to `path` (PNG) and closes it."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)

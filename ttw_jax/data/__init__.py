@@ -1,1 +1,0 @@
-"""Batches built on device from environments and dataset arrays."""

@@ -1,1 +1,0 @@
-"""On-device environments: pure `reset`/`step` over state dataclasses, vmapped and scanned."""

@@ -1,1 +1,0 @@
-"""Evaluation: Bayes upper bounds and the full Talk The Walk task."""

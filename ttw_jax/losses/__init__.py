@@ -1,1 +1,0 @@
-"""Training objectives: `loss_fn(params, batch, rng) -> (loss, metrics)`."""

@@ -1,1 +1,0 @@
-"""Flax models (linen, pure `init`/`apply`)."""

@@ -1,0 +1,28 @@
+"""RxR / R2R instruction records of an `rxr` TFDS config, prepared on first use.
+
+The synthetic configs need the Matterport `<scan>_connectivity.json` files as `manual_dir`; the
+RxR configs the official `rxr_{split}_{guide,follower}.jsonl.gz` files and the r2r config the
+`R2R_{split}.json` files (see `ttw_datasets.rxr.rxr_dataset_builder`). Records are the dicts of
+`ttw_jax.rxr.records`.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from ttw_datasets.rxr import rxr_dataset_builder as rxr_builder
+from ttw_jax.core import tfds as ttw_tfds
+
+
+def prepare(config, tfds_dir: str | None = None, manual_dir: str | None = None) -> None:
+    """Builds `rxr/<config>` (a name or a config object) in `tfds_dir` unless it is already
+    there."""
+    ttw_tfds.prepare(rxr_builder.Builder, config, tfds_dir, manual_dir)
+
+
+def load_split_records(config, splits: Sequence[str], tfds_dir: str | None = None,
+                       manual_dir: str | None = None) -> dict[str, list[dict]]:
+    """{split: records} of `splits` of `rxr/<config>`, built first if needed; records sorted by
+    (instruction_id, annotator). ValueError for an unknown config or a split it lacks."""
+    config = ttw_tfds.builder_config(rxr_builder.Builder, config)
+    prepare(config, tfds_dir, manual_dir)
+    return rxr_builder.load_rxr(tfds_dir, config, splits=list(splits))

@@ -1,0 +1,134 @@
+"""Mixed imitation + reinforcement learning for the RCM agent (Ku et al. 2020, section 5).
+
+One `lax.scan` rollout per minibatch: even rows are behavioural cloning (the gold action along
+the *reference* path is executed and its log-likelihood maximised), odd rows sample from the
+agent and are trained by policy gradient. Rewards (`rewards`): the per-step change in nDTW of the
+path so far against the reference, plus at the end of the episode (STOP or horizon) a term linear
+in the navigation error, `stop_reward * (1 - NE / success_radius)` (positive inside the success
+radius, negative beyond it). Returns are discounted by `gamma`; the baseline is the mean return
+of the policy-gradient rows active at that step. The optional attention-grounding loss
+`log sum_i exp(z_i) - log sum_i m_i exp(z_i)` applies to the cloning rows' visual and textual
+attention logits z where pose-trace masks m exist.
+Every episode weighs the same, so equal shards of a batch average to the global loss. Each
+episode's policy-gradient sum is averaged over its own active steps, like the cloning term; as the
+number of steps depends on the sampled actions, this down-weights the steps of long episodes
+relative to the plain REINFORCE estimator (a known bias of this normalisation, kept because the
+reported runs use it). The textual grounding term is skipped when the agent reads text features
+(the pose-trace word masks index words, not feature positions).
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import optax
+
+from ttw_jax.core.sequence import dtw_prefixes
+from ttw_jax.rxr import env as mp
+from ttw_jax.rxr.rcm import RCMAgent, rcm_policy
+
+
+def rewards(nodes, actions, done, ref, ref_len, dist_fn, stop_reward: float = 1.0,
+            success_radius: float = 3.0):
+    """Per-step rewards [T, B] of a rollout.
+
+    nodes [T + 1, B] (the visited node before each action, then the final node), actions [T, B],
+    done [T, B] (the episode had ended before the action); ref [B, R], ref_len [B].
+    """
+    t1 = nodes.shape[0]
+    cost = dist_fn(nodes.T[:, :, None], jnp.maximum(ref, 0)[:, None, :])          # [B, T+1, R]
+    prefix = jax.vmap(dtw_prefixes, in_axes=(0, None, 0))(cost, t1, ref_len)      # [B, T+1]
+    ndtw = jnp.exp(-prefix / (success_radius * ref_len[:, None].astype(jnp.float32))).T
+    active = ~done
+    moved = nodes[1:] != nodes[:-1]
+    r = jnp.where(active & moved, ndtw[1:] - ndtw[:-1], 0.0)
+    last = jnp.arange(actions.shape[0])[:, None] == actions.shape[0] - 1
+    end = active & ((actions == mp.STOP) | last)
+    goal = jnp.take_along_axis(ref, jnp.maximum(ref_len - 1, 0)[:, None], 1)[:, 0]
+    ne = dist_fn(nodes[-1], goal)
+    return r + jnp.where(end, stop_reward * (1.0 - ne / success_radius), 0.0)
+
+
+def discounted_returns(r, gamma: float):
+    """G_t = sum_{s >= t} gamma^(s - t) r_s over the leading (time) axis."""
+    def body(g, x):
+        g = x + gamma * g
+        return g, g
+    _, g = jax.lax.scan(body, jnp.zeros_like(r[0]), r, reverse=True)
+    return g
+
+
+def grounding_loss(logits, mask, valid):
+    """Per-entry `logsumexp(z) - logsumexp(z | m)` [...] where `valid` and some m is set, else 0.
+    logits, mask: [..., N]; valid: [...]."""
+    ok = valid & jnp.any(mask, -1)
+    inside = jax.nn.logsumexp(jnp.where(mask, logits, -jnp.inf), -1)
+    return jnp.where(ok, jax.nn.logsumexp(logits, -1) - jnp.where(ok, inside, 0.0), 0.0)
+
+
+def mixed_loss(model: RCMAgent, config: ml_collections.ConfigDict):
+    """loss_fn(params, batch, rng, graph, view_features, geodesic) -> (loss, metrics).
+
+    config: horizon, bc_every (1 = cloning only, 2 = half and half, 0 = policy gradient only),
+    gamma, stop_reward, entropy_weight, grounding_weight, success_radius.
+    """
+    horizon = config.horizon
+
+    def loss_fn(params, batch, rng, graph, view_features, geodesic):
+        b = batch["start"].shape[0]
+        ctx, ctx_mask = model.apply(params, batch["tokens"], batch["token_len"],
+                                    batch.get("text_features"), method=RCMAgent.encode)
+        rows = jnp.arange(b)
+        forced = (rows % config.bc_every == 0) if config.bc_every else jnp.zeros(b, bool)
+        gold = batch["gold"]
+        if gold.shape[1] < horizon:
+            gold = jnp.pad(gold, ((0, 0), (0, horizon - gold.shape[1])))   # STOP = 0
+        policy, carry = rcm_policy(model, params, graph, view_features, ctx, ctx_mask, "sample",
+                                   gold=gold, forced=forced)
+        state = mp.reset(batch["start"], batch["heading"])
+        final, _, traj = mp.rollout(graph, state, policy, carry, rng, horizon)
+        logits = traj["output"]["logits"]                                  # [T, B, A]
+        logp = jax.nn.log_softmax(logits)
+        actions, done = traj["action"], traj["done"]
+        t = jnp.arange(horizon)[:, None]
+
+        # behavioural cloning along the reference path
+        bc_mask = ((t < batch["path_len"][None]) & forced[None]).astype(jnp.float32)
+        bc_w = bc_mask / jnp.maximum(bc_mask.sum(0), 1.0)
+        ce = optax.softmax_cross_entropy_with_integer_labels(logits, gold[:, :horizon].T)
+        bc = jnp.sum(ce * bc_w)
+
+        # policy gradient on the sampled rows
+        nodes = jnp.concatenate([traj["node"], final.node[None]], 0)
+        r = rewards(nodes, actions, done, batch["path"], batch["path_len"], geodesic,
+                    config.stop_reward, config.success_radius)
+        pg_mask = (~done & ~forced[None]).astype(jnp.float32)
+        g = discounted_returns(r * pg_mask, config.gamma)
+        baseline = jnp.sum(g * pg_mask, 1, keepdims=True) / jnp.maximum(
+            pg_mask.sum(1, keepdims=True), 1.0)
+        adv = jax.lax.stop_gradient(g - baseline)
+        logp_a = jnp.take_along_axis(logp, actions[..., None], -1)[..., 0]
+        entropy = -jnp.sum(jnp.exp(logp) * jnp.where(logits > -1e8, logp, 0.0), -1)
+        pg_w = pg_mask / jnp.maximum(pg_mask.sum(0), 1.0)
+        pg = -jnp.sum((logp_a * adv + config.entropy_weight * entropy) * pg_w)
+
+        loss = (bc + pg) / b
+        metrics = {"bc_loss": bc / jnp.maximum(jnp.sum(forced), 1),
+                   "pg_return": jnp.sum(r * pg_mask) / jnp.maximum(jnp.sum(~forced), 1),
+                   "action_accuracy": jnp.sum((jnp.argmax(logits, -1) == gold[:, :horizon].T)
+                                              * bc_w) / jnp.maximum(jnp.sum(forced), 1)}
+        if config.grounding_weight and "word_mask" in batch:
+            steps = min(horizon, batch["word_mask"].shape[1])
+            valid = (bc_mask[:steps] > 0) & batch["has_masks"][None]
+            out = traj["output"]
+            gl = grounding_loss(out["vis_logits"][:steps],
+                                jnp.swapaxes(batch["view_mask"][:, :steps], 0, 1), valid)
+            if "text_features" not in batch:   # word masks index words, not feature positions
+                word_mask = jnp.swapaxes(batch["word_mask"][:, :steps], 0, 1) & ctx_mask[None]
+                gl = gl + grounding_loss(out["txt_logits"][:steps], word_mask, valid)
+            ground = jnp.sum(gl * bc_w[:steps])
+            loss = loss + config.grounding_weight * ground / b
+            metrics["grounding_loss"] = ground / jnp.maximum(jnp.sum(forced), 1)
+        metrics["loss"] = loss
+        return loss, metrics
+    return loss_fn

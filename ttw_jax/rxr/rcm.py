@@ -1,0 +1,151 @@
+"""The RCM-style R2R / RxR agent (Wang et al. 2019, as used by Ku et al. 2020 for RxR).
+
+- Instruction encoder: word embeddings (or projected per-token text features, e.g. mBERT) then
+  `conv_layers` 1-D convolutions with ReLU and residual connections -> context [B, L, H].
+- Decoder, once per step: dot-product attention from the previous hidden state over the 36 view
+  features -> visual context; an LSTM whose input is [previous action's direction feature; visual
+  context]; dot-product attention from the new hidden state over the instruction -> text context;
+  h~ = tanh(W [h; text; visual]).
+- Action logits: similarity of h~ (through a linear map) with each navigable direction's feature
+  and with a learned STOP vector; padded directions are masked out. Action 0 = STOP, action i =
+  the i-th neighbour (the simulator's panoramic action space).
+The visual / text attention logits are returned for the attention-grounding loss.
+"""
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from ttw_jax.rxr import env as mp
+
+NEG = -1e9
+
+
+class InstructionCNN(nn.Module):
+    """Returns (context [B, L, hidden], mask [B, L] bool)."""
+    vocab_size: int
+    embed_dim: int = 128
+    hidden: int = 256
+    layers: int = 2
+    kernel: int = 3
+
+    @nn.compact
+    def __call__(self, tokens: jax.Array, lengths: jax.Array,
+                 text_features: jax.Array | None = None):
+        mask = jnp.arange(tokens.shape[1])[None] < lengths[:, None]
+        if text_features is None:
+            x = nn.Embed(self.vocab_size, self.embed_dim)(tokens)
+        else:
+            x = text_features
+        x = nn.Dense(self.hidden)(x) * mask[..., None]
+        for _ in range(self.layers):
+            x = (x + nn.relu(nn.Conv(self.hidden, (self.kernel,), padding="SAME")(x))
+                 ) * mask[..., None]
+        return x, mask
+
+
+class RCMAgent(nn.Module):
+    """`use_language=False` is the vision-only ablation (the instruction is never read); the
+    language-only ablation is the same agent given an empty view-feature table (angles only)."""
+    vocab_size: int
+    embed_dim: int = 128
+    hidden: int = 256
+    conv_layers: int = 2
+    kernel: int = 3
+    use_language: bool = True
+    step_embedding: int = 0
+
+    def setup(self):
+        self.encoder = InstructionCNN(self.vocab_size, self.embed_dim, self.hidden,
+                                      self.conv_layers, self.kernel)
+        self.view_proj = nn.Dense(self.hidden)
+        self.cand_proj = nn.Dense(self.hidden)
+        init = nn.initializers.normal(0.1)
+        self.stop = self.param("stop", init, (self.hidden,))
+        self.start = self.param("start", init, (self.hidden,))
+        self.vis_query = nn.Dense(self.hidden, use_bias=False)
+        self.txt_query = nn.Dense(self.hidden, use_bias=False)
+        self.cell = nn.OptimizedLSTMCell(self.hidden)
+        self.mix = nn.Dense(self.hidden)
+        self.act_query = nn.Dense(self.hidden, use_bias=False)
+        if self.step_embedding:
+            self.step_embed = nn.Embed(self.step_embedding, self.hidden)
+
+    def encode(self, tokens, lengths, text_features=None):
+        """(context [B, L, H], mask [B, L]); the vision-only agent gets a zero context."""
+        ctx, mask = self.encoder(tokens, lengths, text_features)
+        if not self.use_language:
+            ctx, mask = jnp.zeros_like(ctx), jnp.ones_like(mask)
+        return ctx, mask
+
+    def initial_carry(self, batch_size: int):
+        """(c, h, previous action feature), each [B, H]."""
+        zeros = jnp.zeros((batch_size, self.hidden))
+        return zeros, zeros, jnp.broadcast_to(self.start, (batch_size, self.hidden))
+
+    def step(self, carry, ctx, ctx_mask, views, cands, cand_mask, t=0):
+        """One decision at step `t`. views [B, 36, F], cands [B, K, F'], cand_mask [B, K].
+
+        Returns (lstm carry (c, h), dict with logits [B, K + 1], vis_logits [B, 36], txt_logits
+        [B, L] (masked), action_features [B, K + 1, H] (STOP first, for the next step's input)).
+        """
+        c, h, prev = carry
+        scale = 1.0 / jnp.sqrt(jnp.float32(self.hidden))
+        v = jnp.tanh(self.view_proj(views))
+        zv = jnp.einsum("bvh,bh->bv", v, self.vis_query(h)) * scale
+        vbar = jnp.einsum("bv,bvh->bh", jax.nn.softmax(zv, -1), v)
+        x = jnp.concatenate([prev, vbar], -1)
+        if self.step_embedding:
+            t = jnp.minimum(jnp.broadcast_to(t, h.shape[:1]), self.step_embedding - 1)
+            x = jnp.concatenate([x, self.step_embed(t)], -1)
+        (c, h), _ = self.cell((c, h), x)
+        zt = jnp.where(ctx_mask, jnp.einsum("blh,bh->bl", ctx, self.txt_query(h)) * scale, NEG)
+        tbar = jnp.einsum("bl,blh->bh", jax.nn.softmax(zt, -1), ctx)
+        ht = jnp.tanh(self.mix(jnp.concatenate([h, tbar, vbar], -1)))
+        acts = jnp.concatenate([jnp.broadcast_to(self.stop, (h.shape[0], 1, self.hidden)),
+                                jnp.tanh(self.cand_proj(cands))], 1)
+        logits = jnp.einsum("bkh,bh->bk", acts, self.act_query(ht))
+        mask = jnp.concatenate([jnp.ones_like(cand_mask[:, :1]), cand_mask], 1)
+        return (c, h), dict(logits=jnp.where(mask, logits, NEG), vis_logits=zv, txt_logits=zt,
+                            action_features=acts)
+
+    def __call__(self, tokens, lengths, views, cands, cand_mask, text_features=None):
+        """Logits [B, K + 1] of a first step (used to initialise; pass `text_features` [B, L, D]
+        for an agent that reads text features instead of word embeddings)."""
+        ctx, mask = self.encode(tokens, lengths, text_features)
+        _, out = self.step(self.initial_carry(tokens.shape[0]), ctx, mask, views, cands,
+                           cand_mask)
+        return out["logits"]
+
+
+def rcm_policy(model: RCMAgent, params, graph, view_features: jax.Array, ctx: jax.Array,
+               ctx_mask: jax.Array, mode: str = "greedy", gold: jax.Array | None = None,
+               forced: jax.Array | None = None):
+    """A Matterport simulator policy driven by `model` (see `ttw_jax.rxr.env.rollout`).
+
+    mode 'greedy' takes the argmax, 'sample' samples from the softmax. With `gold` [B, T] and
+    `forced` [B] bool, forced rows execute the gold action instead (teacher forcing). Returns
+    (policy, initial carry); the per-step output is {logits, vis_logits, txt_logits}.
+    """
+    if mode not in ("greedy", "sample"):
+        raise ValueError(f"mode must be 'greedy' or 'sample', got {mode!r}")
+
+    def policy(carry, state, t, key):
+        obs = mp.observe(graph, view_features, state)
+        lstm, out = model.apply(params, carry, ctx, ctx_mask, obs["views"], obs["cands"],
+                                obs["cand_mask"], t, method=RCMAgent.step)
+        logits = out["logits"]
+        if mode == "greedy":
+            action = jnp.argmax(logits, -1)
+        else:
+            action = jax.random.categorical(key, logits)
+        if gold is not None:
+            action = jnp.where(forced, gold[:, t], action)
+        action = action.astype(jnp.int32)
+        prev = jnp.take_along_axis(out["action_features"], action[:, None, None], 1)[:, 0]
+        return (*lstm, prev), action, {k: out[k] for k in ("logits", "vis_logits", "txt_logits")}
+
+    batch = ctx.shape[0]
+    carry = model.apply(params, batch, method=RCMAgent.initial_carry)
+    return policy, carry

@@ -1,0 +1,681 @@
+"""RxR and R2R instruction records: reading, validation, pose-trace masks and the 36 views.
+
+Readers: `read_r2r` (an R2R JSON file), `read_rxr` (an RxR guide or follower file) and
+`read_rxr_split` (a split's guide and / or follower files in a manual directory). Every reader
+returns *instruction records*, one dict per instruction (`new_record`; `check_record` validates
+one from elsewhere, e.g. a generator):
+
+    instruction_id: int      unique within a split (R2R: path_id * 10 + k, see `read_r2r`)
+    path_id: int
+    scan: str                Matterport3D scan id
+    path: list[str]          viewpoint ids, start first (R2R test: the start only)
+    heading: float           initial heading, radians, clockwise from +y (z up)
+    instruction: str
+    language: str            "en-IN" | "en-US" | "hi-IN" | "te-IN" (RxR), "en" (R2R)
+    annotator: str           "guide" | "follower" | "r2r" | "synthetic"
+    edit_distance: float     RxR transcription edit distance; NaN when absent
+    distance: float          R2R path length in metres; NaN when absent
+    timed_words: list[str]   RxR `timed_instruction` words (possibly empty)
+    step_words: bool [len(path), len(timed_words)] or None   from the pose trace (below)
+    step_views: bool [len(path), NUM_VIEWS] or None          from the pose trace (below)
+    text_features: float32 [L, D] or None                     `text_features/{id:06d}.npy`
+
+Manual files (the directory of the annotation file unless `manual_dir` is given):
+- R2R: `R2R_{train,val_seen,val_unseen,test}.json` (Matterport3DSimulator, `tasks/R2R/data`).
+- RxR: `rxr_{split}_{guide,follower}.jsonl.gz` (or `.jsonl`) of
+  https://github.com/google-research-datasets/RxR; the test file keeps its release name
+  `rxr_test_standard_public_guide.jsonl.gz` (also accepted without `_public`).
+- Pose traces (optional): `pose_traces/rxr_{split}/{id:06d}_{annotator}_pose_trace.npz` as in the
+  release, or `pose_traces/{id:06d}_{annotator}_pose_trace.npz`; `id` is the instruction_id for
+  guides and the `demonstration_id` for followers (the release's naming), falling back to the
+  instruction_id when a follower line has no demonstration_id. No file: masks are None.
+- Text features (optional): `text_features/{instruction_id:06d}.npy`, float [L, D]. The official
+  multilingual-BERT features are serialized TF-Example protos
+  (`{instruction_id:06}_{lang}_text_features.pb`), which need TensorFlow to parse: convert each
+  one's `features` to `.npy` first (any instruction without a file gets None).
+
+Follower lines of the release carry only `demonstration_id`, `instruction_id`, `annotator_id`,
+`path` and `metrics`: any required field they lack (scan, path_id, heading, instruction, language,
+timed_instruction, edit_distance) comes from the guide annotation with the same instruction_id
+(`guides` of `read_rxr`); the path is the follower's own.
+
+Word times. A `timed_instruction` word whose `start_time` / `end_time` is missing, null or NaN
+inherits its neighbours' times: a missing start takes the closest known time before it (normally
+the previous word's end), a missing end the closest known time after it (normally the next word's
+start), so a run of untimed words spans the gap between its timed neighbours; at the ends of the
+utterance the other direction is used. An end before its start is raised to the start.
+
+Pose-trace masks. Keys used: `pano` (viewpoint per snapshot, [T] or [T, 1]), `time` ([T] or
+[T, 1] seconds), `extrinsic_matrix` ([T, 16] row-major as released, or [T, 4, 4]) and, in follower
+traces, `audio_time` (the follower's position in the guide's recording; used instead of `time` to
+align words, since word times are times of the guide's recording). Snapshots are assigned to path
+steps in order: a snapshot at the current step's viewpoint stays there, otherwise it moves to the
+next later step at that viewpoint, so a path that revisits a viewpoint is handled. Snapshot i
+covers the time [t_i, t_{i+1}) (the first from -inf, the last to +inf), so step t spans from its
+first snapshot until the next step's.
+- `step_words[t, w]`: word w's [start, end] overlaps the time of step t (a zero-length word counts
+  at its instant).
+- `step_views[t, v]`: some snapshot of step t looks nearest to standard view v (`nearest_view`).
+Camera direction: the extrinsic matrix is camera-to-world and the camera looks along its local -z
+axis (its local +y is up): the OpenGL / three.js convention of the RxR viewer, which renders with
+the matrix as the camera's world matrix. Its world frame is three.js's y-up frame, i.e. Matterport
+(x, y, z) = (X, -Z, Y); Matterport's own z-up frame is accepted too: `camera_view_angles` picks the
+frame whose vertical axis the camera's up axis is closer to on average (`world_up="auto"`).
+Heading = atan2(dx, dy) clockwise from +y, elevation = atan2(dz, hypot(dx, dy)) in Matterport axes,
+as `ttw_jax.rxr.graph.edge_angles`.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import re
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ttw_jax.rxr.views import NUM_VIEWS, nearest_view
+
+RXR_HINT = ("RxR annotations are in the official release, "
+            "https://github.com/google-research-datasets/RxR (`rxr_{split}_guide.jsonl.gz`, "
+            "`rxr_{split}_follower.jsonl.gz`, `pose_traces/`).")
+R2R_HINT = ("R2R annotations are in the Matterport3DSimulator repository "
+            "(github.com/peteanderson80/Matterport3DSimulator, `tasks/R2R/data/R2R_{split}.json`).")
+
+RXR_LANGUAGES = ("en-IN", "en-US", "hi-IN", "te-IN")
+LANGUAGE_ALIASES = {"hi": "hi-IN", "te": "te-IN"}
+ANNOTATORS = ("guide", "follower", "r2r", "synthetic")
+R2R_SPLITS = ("train", "val_seen", "val_unseen", "test")
+RXR_SPLITS = ("train", "val_seen", "val_unseen", "test_standard")
+R2R_IDS_PER_PATH = 10   # R2R instruction_id = path_id * 10 + k (k < 10)
+RXR_REQUIRED = ("instruction_id", "path_id", "scan", "path", "heading", "instruction", "language")
+# fields a follower line may take from its guide annotation
+GUIDE_FIELDS = ("path_id", "scan", "heading", "instruction", "language", "timed_instruction",
+                "edit_distance")
+
+RECORD_KEYS = ("instruction_id", "path_id", "scan", "path", "heading", "instruction", "language",
+               "annotator", "edit_distance", "distance", "timed_words", "step_words",
+               "step_views", "text_features")
+
+
+class RecordFormatError(ValueError):
+    """An annotation file exists but an entry does not parse; the message names file, line (or
+    entry) and field."""
+
+
+class PoseTraceError(ValueError):
+    """A pose-trace or text-feature file exists but is malformed; the message names file and key."""
+
+
+# ----------------------------------------------------------------------------- views and poses
+
+def camera_view_angles(extrinsic, world_up: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+    """(heading [T] in [0, 2pi) clockwise from +y, elevation [T]) of camera-to-world matrices
+    [T, 4, 4] (or [T, 16] row-major) whose camera looks along its local -z axis.
+
+    world_up: "y" (three.js frame of the RxR release: Matterport (x, y, z) = (X, -Z, Y)), "z"
+    (Matterport frame) or "auto" (the axis the cameras' up vectors, local +y, are closer to on
+    average; "y" on a tie)."""
+    m = np.asarray(extrinsic, np.float64)
+    m = m.reshape(m.shape[0], 4, 4) if m.ndim == 2 else m
+    forward = -m[:, :3, 2]
+    if world_up == "auto":
+        up = m[:, :3, 1]
+        world_up = "z" if np.abs(up[:, 2]).mean() > np.abs(up[:, 1]).mean() else "y"
+    if world_up == "y":
+        dx, dy, dz = forward[:, 0], -forward[:, 2], forward[:, 1]
+    elif world_up == "z":
+        dx, dy, dz = forward[:, 0], forward[:, 1], forward[:, 2]
+    else:
+        raise ValueError(f"world_up must be 'auto', 'y' or 'z', got {world_up!r}")
+    heading = np.mod(np.arctan2(dx, dy), 2 * math.pi)
+    return heading, np.arctan2(dz, np.hypot(dx, dy))
+
+
+def fill_word_times(starts, ends) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) [W] float64 with missing (NaN) times inherited from the neighbours (see the
+    module docstring). ValueError if words exist but no time at all is known."""
+    times = np.stack([np.asarray(starts, np.float64), np.asarray(ends, np.float64)], 1).ravel()
+    if not len(times):
+        return np.zeros(0), np.zeros(0)
+    known = np.isfinite(times)
+    if not known.any():
+        raise ValueError("no word has a start_time or end_time")
+    idx = np.arange(len(times))
+    last_before = np.maximum.accumulate(np.where(known, idx, -1))
+    first_after = np.minimum.accumulate(np.where(known, idx, len(times))[::-1])[::-1]
+    prev_val = np.where(last_before >= 0, times[np.maximum(last_before, 0)], np.nan)
+    next_val = np.where(first_after < len(times), times[np.minimum(first_after, len(times) - 1)],
+                        np.nan)
+    is_start = idx % 2 == 0
+    fill = np.where(is_start, np.where(np.isnan(prev_val), next_val, prev_val),
+                    np.where(np.isnan(next_val), prev_val, next_val))
+    times = np.where(known, times, fill).reshape(-1, 2)
+    return times[:, 0], np.maximum(times[:, 1], times[:, 0])
+
+
+def assign_steps(path: Sequence[str], panos: Sequence[str], where: str) -> np.ndarray:
+    """Path step [T] int64 of each snapshot (see the module docstring); PoseTraceError naming
+    `where` and key 'pano' for a snapshot off the rest of the path."""
+    step = np.empty(len(panos), np.int64)
+    t = 0
+    for i, p in enumerate(panos):
+        if p != path[t]:
+            k = next((k for k in range(t + 1, len(path)) if path[k] == p), None)
+            if k is None:
+                raise PoseTraceError(f"{where}: key 'pano': snapshot {i} is at viewpoint {p!r}, "
+                                     f"which is not on the path at or after step {t} "
+                                     f"({path[t]!r})")
+            t = k
+        step[i] = t
+    return step
+
+
+def step_masks(path: Sequence[str], panos: Sequence[str], times, extrinsic, word_starts,
+               word_ends, where: str = "pose trace", world_up: str = "auto"
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """(step_words [len(path), W], step_views [len(path), 36]) bool from T snapshots (viewpoint,
+    time, camera-to-world matrix) and the W words' filled times (see the module docstring)."""
+    n, num_words = len(path), len(word_starts)
+    step = assign_steps(path, panos, where)
+    times = np.asarray(times, np.float64)
+    step_views = np.zeros((n, NUM_VIEWS), bool)
+    heading, elevation = camera_view_angles(extrinsic, world_up)
+    step_views[step, nearest_view(heading, elevation)] = True
+    # snapshot i covers [t_i, t_{i+1}) (its ends swapped if the clock goes back); the first
+    # also covers everything before it, the last everything after it
+    following = np.concatenate([times[1:], [np.inf]])
+    lo, hi = np.minimum(times, following), np.maximum(times, following)
+    lo[0] = -np.inf
+    a = np.asarray(word_starts, np.float64)[None]            # [1, W]
+    b = np.asarray(word_ends, np.float64)[None]
+    overlap = (a < hi[:, None]) & ((b > lo[:, None]) | ((a == b) & (a >= lo[:, None])))  # [T, W]
+    step_words = np.zeros((n, num_words), bool)
+    np.logical_or.at(step_words, step, overlap)
+    return step_words, step_views
+
+
+def _trace_array(data, key: str, path: str, dtype_kind: str) -> np.ndarray:
+    if key not in data:
+        raise PoseTraceError(f"{path}: missing key '{key}'")
+    try:
+        arr = data[key]
+    except ValueError as e:   # object arrays need pickle, which is refused
+        raise PoseTraceError(f"{path}: key '{key}' is not a plain array ({e})") from None
+    if arr.dtype.kind not in dtype_kind:
+        raise PoseTraceError(f"{path}: key '{key}' has dtype {arr.dtype}")
+    return arr
+
+
+def load_pose_trace(path: str) -> dict:
+    """{pano: list[str] [T], time: [T] float64, audio_time: [T] float64 or None,
+    extrinsic: [T, 4, 4] float64} of an RxR `*_pose_trace.npz`, validated (PoseTraceError naming
+    the file and the key)."""
+    try:
+        data = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:
+        raise PoseTraceError(f"{path}: not a readable .npz file ({e})") from None
+    if not hasattr(data, "files"):
+        raise PoseTraceError(f"{path}: not an .npz archive (a single array)")
+    with data:
+        pano = _trace_array(data, "pano", path, "USO")
+        if pano.ndim == 2 and pano.shape[1] == 1:
+            pano = pano[:, 0]
+        if pano.ndim != 1 or not len(pano):
+            raise PoseTraceError(f"{path}: key 'pano' has shape {pano.shape}, expected [T] or "
+                                 f"[T, 1] with T >= 1")
+        panos = [p.decode() if isinstance(p, bytes) else str(p) for p in pano.tolist()]
+        t = len(panos)
+        out = {"pano": panos, "audio_time": None}
+        for key in ("time", "audio_time"):
+            if key == "audio_time" and key not in data.files:
+                continue
+            arr = _trace_array(data, key, path, "fiu")
+            if arr.shape not in ((t,), (t, 1)):
+                raise PoseTraceError(f"{path}: key '{key}' has shape {arr.shape}, expected "
+                                     f"[{t}] or [{t}, 1] (T from 'pano')")
+            arr = arr.reshape(t).astype(np.float64)
+            if not np.isfinite(arr).all():
+                raise PoseTraceError(f"{path}: key '{key}' has non-finite values")
+            out[key] = arr
+        ext = _trace_array(data, "extrinsic_matrix", path, "fiu")
+        if ext.shape not in ((t, 16), (t, 4, 4)):
+            raise PoseTraceError(f"{path}: key 'extrinsic_matrix' has shape {ext.shape}, expected "
+                                 f"[{t}, 16] or [{t}, 4, 4] (T from 'pano')")
+        ext = ext.reshape(t, 4, 4).astype(np.float64)
+        if not np.isfinite(ext).all():
+            raise PoseTraceError(f"{path}: key 'extrinsic_matrix' has non-finite values")
+        if (np.linalg.norm(ext[:, :3, 1], axis=-1) < 1e-6).any() or (
+                np.linalg.norm(ext[:, :3, 2], axis=-1) < 1e-6).any():
+            raise PoseTraceError(f"{path}: key 'extrinsic_matrix' has a degenerate rotation")
+        out["extrinsic"] = ext
+    return out
+
+
+def pose_trace_masks(path_file: str, path: Sequence[str], word_starts, word_ends,
+                     world_up: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+    """(step_words, step_views) of one record from its pose-trace file `path_file`."""
+    trace = load_pose_trace(path_file)
+    times = trace["audio_time"] if trace["audio_time"] is not None else trace["time"]
+    return step_masks(path, trace["pano"], times, trace["extrinsic"], word_starts, word_ends,
+                      where=path_file, world_up=world_up)
+
+
+def load_text_features(path: str) -> np.ndarray:
+    """float32 [L, D] of a `text_features/*.npy` file (PoseTraceError naming the file)."""
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:
+        raise PoseTraceError(f"{path}: not a readable .npy file ({e})") from None
+    if not isinstance(arr, np.ndarray) or arr.ndim != 2 or arr.dtype.kind not in "fiu":
+        raise PoseTraceError(f"{path}: text features must be a numeric [L, D] array, got "
+                             f"{getattr(arr, 'dtype', type(arr).__name__)} "
+                             f"{getattr(arr, 'shape', '')}")
+    arr = arr.astype(np.float32)
+    if not np.isfinite(arr).all():
+        raise PoseTraceError(f"{path}: text features have non-finite values")
+    return arr
+
+
+class _FileIndex:
+    """Names of the files in a few directories, listed once each (missing directory: none)."""
+
+    def __init__(self):
+        self._names: dict[str, frozenset] = {}
+
+    def find(self, candidates: Sequence[str]) -> str | None:
+        for path in candidates:
+            folder, name = os.path.split(path)
+            if folder not in self._names:
+                self._names[folder] = (frozenset(os.listdir(folder)) if os.path.isdir(folder)
+                                       else frozenset())
+            if name in self._names[folder]:
+                return path
+        return None
+
+
+def pose_trace_candidates(manual_dir: str, file_id: int, annotator: str,
+                          split: str | None) -> list[str]:
+    """The paths looked at, in order, for the pose trace of one RxR annotation."""
+    name = f"{file_id:06d}_{annotator}_pose_trace.npz"
+    out = [os.path.join(manual_dir, "pose_traces", f"rxr_{split}", name)] if split else []
+    return out + [os.path.join(manual_dir, "pose_traces", name)]
+
+
+def text_features_path(manual_dir: str, instruction_id: int) -> str:
+    return os.path.join(manual_dir, "text_features", f"{instruction_id:06d}.npy")
+
+
+# ----------------------------------------------------------------------------- field checks
+
+def _bad(where: str, name: str, what: str, value: Any) -> RecordFormatError:
+    shown = repr(value)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    return RecordFormatError(f"{where}: field '{name}' is not {what}: {shown}")
+
+
+def _field(rec: Mapping[str, Any], name: str, where: str) -> Any:
+    if name not in rec:
+        raise RecordFormatError(f"{where}: missing field '{name}'")
+    return rec[name]
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _is_number(v: Any) -> bool:
+    return (isinstance(v, (int, float, np.integer, np.floating))
+            and not isinstance(v, (bool, np.bool_)))
+
+
+def _int(rec, name: str, where: str, minimum: int = 0) -> int:
+    v = _field(rec, name, where)
+    if not _is_int(v) or v < minimum:
+        raise _bad(where, name, f"an integer >= {minimum}", v)
+    return int(v)
+
+
+def _float(rec, name: str, where: str) -> float:
+    v = _field(rec, name, where)
+    if not _is_number(v) or not math.isfinite(float(v)):
+        raise _bad(where, name, "a finite number", v)
+    return float(v)
+
+
+def _optional_float(rec, name: str, where: str) -> float:
+    """A number, NaN when the field is absent or null."""
+    v = rec.get(name)
+    if v is None:
+        return math.nan
+    if not _is_number(v):
+        raise _bad(where, name, "a number", v)
+    return float(v)
+
+
+def _string(rec, name: str, where: str, nonempty: bool = False) -> str:
+    v = _field(rec, name, where)
+    if not isinstance(v, str) or (nonempty and not v):
+        raise _bad(where, name, "a non-empty string" if nonempty else "a string", v)
+    return v
+
+
+def _viewpoints(rec, name: str, where: str) -> list[str]:
+    v = _field(rec, name, where)
+    if not isinstance(v, list) or not v or not all(isinstance(p, str) and p for p in v):
+        raise _bad(where, name, "a non-empty list of viewpoint ids (non-empty strings)", v)
+    return list(v)
+
+
+def normalize_language(lang: str) -> str | None:
+    """An RxR language tag ("hi" -> "hi-IN", "te" -> "te-IN"), None if not an RxR language."""
+    lang = LANGUAGE_ALIASES.get(lang, lang)
+    return lang if lang in RXR_LANGUAGES else None
+
+
+def _timed_words(rec, where: str) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(words, filled starts, filled ends) of `timed_instruction` (absent or null: none)."""
+    raw = rec.get("timed_instruction")
+    if raw is None:
+        return [], np.zeros(0), np.zeros(0)
+    name = "timed_instruction"
+    if not isinstance(raw, list):
+        raise _bad(where, name, "a list of {word, start_time, end_time}", raw)
+    words, times = [], []
+    for j, item in enumerate(raw):
+        if not isinstance(item, dict) or not isinstance(item.get("word"), str):
+            raise _bad(where, f"{name}[{j}].word", "a string", item)
+        words.append(item["word"])
+        for key in ("start_time", "end_time"):
+            v = item.get(key)
+            if v is not None and not _is_number(v):
+                raise _bad(where, f"{name}[{j}].{key}", "a number (or missing)", v)
+        times.append([math.nan if item.get(k) is None else float(item[k])
+                      for k in ("start_time", "end_time")])
+    times = np.asarray(times, np.float64).reshape(-1, 2)
+    if np.isinf(times).any():
+        j = int(np.nonzero(np.isinf(times).any(1))[0][0])
+        raise _bad(where, f"{name}[{j}]", "finite times", raw[j])
+    try:
+        starts, ends = fill_word_times(times[:, 0], times[:, 1])
+    except ValueError as e:
+        raise RecordFormatError(f"{where}: field '{name}': {e}") from None
+    return words, starts, ends
+
+
+def new_record(**fields) -> dict:
+    """A record with every key of `RECORD_KEYS` (defaults: NaN floats, no words, no masks)."""
+    rec = {"edit_distance": math.nan, "distance": math.nan, "timed_words": [],
+           "step_words": None, "step_views": None, "text_features": None}
+    rec.update(fields)
+    unknown = set(rec) - set(RECORD_KEYS)
+    missing = set(RECORD_KEYS) - set(rec)
+    if unknown or missing:
+        raise KeyError(f"record keys: unknown {sorted(unknown)}, missing {sorted(missing)}")
+    return {k: rec[k] for k in RECORD_KEYS}
+
+
+def check_record(rec: Mapping[str, Any], where: str) -> dict:
+    """A validated copy of an instruction record (e.g. from a generator) in the canonical form:
+    plain Python scalars, masks as bool arrays or None, `text_features` float32 or None (the key
+    may be absent). RecordFormatError naming `where` and the field otherwise."""
+    if not isinstance(rec, Mapping):
+        raise RecordFormatError(f"{where}: expected a record dict, got {type(rec).__name__}")
+    path = _viewpoints(rec, "path", where)
+    annotator = _string(rec, "annotator", where)
+    if annotator not in ANNOTATORS:
+        raise _bad(where, "annotator", f"one of {ANNOTATORS}", annotator)
+    words = _field(rec, "timed_words", where)
+    if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+        raise _bad(where, "timed_words", "a list of strings", words)
+    out = new_record(
+        instruction_id=_int(rec, "instruction_id", where), path_id=_int(rec, "path_id", where),
+        scan=_string(rec, "scan", where, nonempty=True), path=path,
+        heading=_float(rec, "heading", where), instruction=_string(rec, "instruction", where),
+        language=_string(rec, "language", where, nonempty=True), annotator=annotator,
+        edit_distance=_optional_float(rec, "edit_distance", where),
+        distance=_optional_float(rec, "distance", where), timed_words=list(words))
+    shapes = {"step_words": (len(path), len(words)), "step_views": (len(path), NUM_VIEWS)}
+    for key, shape in shapes.items():
+        v = rec.get(key)
+        if v is not None:
+            arr = np.asarray(v)
+            if arr.dtype != np.bool_ or arr.shape != shape:
+                raise _bad(where, key, f"None or a bool array of shape {shape}",
+                           f"{arr.dtype} {arr.shape}")
+            out[key] = arr
+    if (out["step_words"] is None) != (out["step_views"] is None):
+        raise RecordFormatError(f"{where}: fields 'step_words' and 'step_views' must both be "
+                                f"arrays or both None")
+    tf = rec.get("text_features")
+    if tf is not None:
+        arr = np.asarray(tf)
+        if arr.ndim != 2 or arr.dtype.kind not in "fiu":
+            raise _bad(where, "text_features", "None or a numeric [L, D] array",
+                       f"{arr.dtype} {arr.shape}")
+        out["text_features"] = arr.astype(np.float32)
+    return out
+
+
+# ----------------------------------------------------------------------------- R2R
+
+def read_r2r(path: str, manual_dir: str | None = None) -> list[dict]:
+    """The instruction records of an R2R JSON file, in file order (entry by entry, then
+    instruction by instruction).
+
+    The file is a JSON list of {distance (absent in test), scan, path_id, path, heading,
+    instructions: [1-10 strings]} (the release has 3, a few train / val paths have 4). Instruction
+    k of a path gets `instruction_id = path_id * 10 + k`, language "en", annotator "r2r", no
+    words and no masks; `text_features/{instruction_id:06d}.npy` in `manual_dir` (default: the
+    file's directory) is attached when present. FileNotFoundError for a missing file,
+    RecordFormatError "{path}: entry {i}: field '...'" (i from 0) for a malformed entry or a
+    path_id repeated within the file.
+    """
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"R2R file missing: {path}. {R2R_HINT}")
+    with open(path, encoding="utf-8") as f:
+        try:
+            data = json.load(f)
+        except json.JSONDecodeError as e:
+            raise RecordFormatError(f"{path}: invalid JSON at line {e.lineno}, column {e.colno}: "
+                                    f"{e.msg}") from None
+    if not isinstance(data, list):
+        raise RecordFormatError(f"{path}: expected a JSON list of paths, got "
+                                f"{type(data).__name__}")
+    manual_dir = os.path.dirname(path) if manual_dir is None else manual_dir
+    files = _FileIndex()
+    records: list[dict] = []
+    seen: dict[int, int] = {}
+    for i, entry in enumerate(data):
+        where = f"{path}: entry {i}"
+        if not isinstance(entry, dict):
+            raise RecordFormatError(f"{where}: expected a JSON object, got "
+                                    f"{type(entry).__name__}")
+        path_id = _int(entry, "path_id", where)
+        if path_id in seen:
+            raise RecordFormatError(f"{where}: field 'path_id' {path_id} repeats entry "
+                                    f"{seen[path_id]}")
+        seen[path_id] = i
+        scan = _string(entry, "scan", where, nonempty=True)
+        viewpoints = _viewpoints(entry, "path", where)
+        heading = _float(entry, "heading", where)
+        distance = _optional_float(entry, "distance", where)
+        instructions = _field(entry, "instructions", where)
+        if (not isinstance(instructions, list) or not 1 <= len(instructions) <= R2R_IDS_PER_PATH
+                or not all(isinstance(s, str) for s in instructions)):
+            raise _bad(where, "instructions", f"a list of 1 to {R2R_IDS_PER_PATH} strings",
+                       instructions)
+        for k, text in enumerate(instructions):
+            iid = path_id * R2R_IDS_PER_PATH + k
+            tf = files.find([text_features_path(manual_dir, iid)])
+            records.append(new_record(
+                instruction_id=iid, path_id=path_id, scan=scan, path=list(viewpoints),
+                heading=heading, instruction=text, language="en", annotator="r2r",
+                distance=distance, text_features=None if tf is None else load_text_features(tf)))
+    return records
+
+
+# ----------------------------------------------------------------------------- RxR
+
+_RXR_NAME = re.compile(r"^rxr_(?P<split>[a-z_]+?)(?:_public)?_(?P<annotator>guide|follower)"
+                       r"\.jsonl(?:\.gz)?$")
+
+
+def parse_rxr_file_name(path: str) -> tuple[str, str] | None:
+    """(split, annotator) of an RxR annotation file name (`rxr_val_seen_guide.jsonl.gz`,
+    `rxr_test_standard_public_guide.jsonl.gz`, ...), None for another name."""
+    m = _RXR_NAME.match(os.path.basename(path))
+    return (m.group("split"), m.group("annotator")) if m else None
+
+
+def rxr_file_names(split: str, annotator: str) -> tuple[str, ...]:
+    """The accepted names of one RxR annotation file, preferred first."""
+    stems = [f"rxr_{split}_{annotator}"]
+    if split.startswith("test"):
+        stems.insert(0, f"rxr_{split}_public_{annotator}")   # the release's test name
+    return tuple(s + ext for s in stems for ext in (".jsonl.gz", ".jsonl"))
+
+
+def _lines(path: str):
+    """(line number, text) of a JSON-lines file, gzip-compressed if it ends in `.gz`."""
+    opener = gzip.open if path.endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            yield from enumerate(f, 1)
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        raise RecordFormatError(f"{path}: unreadable ({type(e).__name__}: {e})") from None
+
+
+def read_rxr(path: str, guides: Mapping[int, Mapping[str, Any]] | None = None,
+             manual_dir: str | None = None, world_up: str = "auto",
+             guide_fields: dict[int, dict] | None = None) -> list[dict]:
+    """The instruction records of an RxR guide or follower file (gzip JSON lines, or plain
+    `.jsonl`), in file order; blank lines are skipped.
+
+    The annotator ("guide" / "follower") and split come from the file name
+    (`rxr_{split}_{annotator}.jsonl.gz`); for another name a line with `demonstration_id` is a
+    follower's. Required per line: instruction_id, path_id, scan, path, heading, instruction,
+    language (en-IN, en-US, hi-IN, te-IN; "hi" / "te" become "hi-IN" / "te-IN"); optional:
+    timed_instruction, edit_distance; other fields are ignored. A follower line lacking one of
+    `GUIDE_FIELDS` takes it from `guides[instruction_id]`, the raw fields of the guide line (as
+    collected by `guide_fields` of an earlier call on the guide file: that dict, when given, is
+    filled with instruction_id -> the line's `GUIDE_FIELDS`). Pose traces and text features are
+    looked up in `manual_dir` (default: the file's directory; see the module docstring).
+
+    FileNotFoundError for a missing file; RecordFormatError "{path}:{line}: ..." naming the field
+    for a malformed line or an instruction_id repeated within the file; PoseTraceError naming the
+    file and key for a malformed pose trace or text-feature file.
+    """
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"RxR annotation file missing: {path}. {RXR_HINT}")
+    split, annotator = parse_rxr_file_name(path) or (None, None)
+    manual_dir = os.path.dirname(path) if manual_dir is None else manual_dir
+    files = _FileIndex()
+    records: list[dict] = []
+    seen: dict[int, int] = {}
+    for line_no, line in _lines(path):
+        if not line.strip():
+            continue
+        where = f"{path}:{line_no}"
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise RecordFormatError(f"{where}: invalid JSON ({e.msg} at column {e.colno})"
+                                    ) from None
+        if not isinstance(raw, dict):
+            raise RecordFormatError(f"{where}: expected a JSON object, got {type(raw).__name__}")
+        who = annotator or ("follower" if "demonstration_id" in raw else "guide")
+        iid = _int(raw, "instruction_id", where)
+        if iid in seen:
+            raise RecordFormatError(f"{where}: field 'instruction_id' {iid} repeats line "
+                                    f"{seen[iid]}")
+        seen[iid] = line_no
+        if who == "follower":
+            raw = _with_guide_fields(raw, iid, guides, where)
+        rec, starts, ends = _rxr_record(raw, who, where)
+        if guide_fields is not None:
+            guide_fields[iid] = {f: raw[f] for f in GUIDE_FIELDS if f in raw}
+        file_id = iid
+        if who == "follower" and raw.get("demonstration_id") is not None:
+            file_id = _int(raw, "demonstration_id", where)
+        trace = files.find(pose_trace_candidates(manual_dir, file_id, who, split))
+        if trace is not None:
+            rec["step_words"], rec["step_views"] = pose_trace_masks(
+                trace, rec["path"], starts, ends, world_up)
+        tf = files.find([text_features_path(manual_dir, iid)])
+        if tf is not None:
+            rec["text_features"] = load_text_features(tf)
+        records.append(rec)
+    return records
+
+
+def find_rxr_file(manual_dir: str, split: str, annotator: str) -> str | None:
+    """Path of the RxR annotation file of (split, annotator) in `manual_dir`, None if absent."""
+    return next((p for p in (os.path.join(manual_dir, n) for n in rxr_file_names(split, annotator))
+                 if os.path.isfile(p)), None)
+
+
+def read_rxr_split(manual_dir: str, split: str, annotators: Sequence[str] = ("guide",),
+                   world_up: str = "auto") -> list[dict]:
+    """The records of one RxR split for the given annotators (guides first), read from
+    `manual_dir`; follower lines take their missing fields from the split's guide file, which is
+    read (once) whenever it is present. FileNotFoundError naming the accepted file names if a
+    requested annotator's file is absent."""
+    unknown = [a for a in annotators if a not in ("guide", "follower")]
+    if unknown:
+        raise ValueError(f"RxR annotators are 'guide' and 'follower', got {unknown}")
+    paths = {a: find_rxr_file(manual_dir, split, a) for a in ("guide", "follower")}
+    for a in annotators:
+        if paths[a] is None:
+            raise FileNotFoundError(
+                f"RxR {a} file of split {split!r} missing in {manual_dir}: expected "
+                f"{' or '.join(rxr_file_names(split, a))}. {RXR_HINT}")
+    out: list[dict] = []
+    guides = None
+    if "guide" in annotators or ("follower" in annotators and paths["guide"] is not None):
+        guides = {}
+        recs = read_rxr(paths["guide"], manual_dir=manual_dir, world_up=world_up,
+                        guide_fields=guides if "follower" in annotators else None)
+        if "guide" in annotators:
+            out += recs
+    if "follower" in annotators:
+        out += read_rxr(paths["follower"], guides=guides, manual_dir=manual_dir,
+                        world_up=world_up)
+    return out
+
+
+def _with_guide_fields(raw: Mapping[str, Any], iid: int, guides, where: str) -> dict:
+    missing = [f for f in GUIDE_FIELDS if f not in raw]
+    guide = None if guides is None else guides.get(iid)
+    if missing and guide is None:
+        required = [f for f in missing if f in RXR_REQUIRED]
+        if required:
+            hint = ("no guide annotations were given" if guides is None else
+                    f"instruction_id {iid} is not among the {len(guides)} guide annotations")
+            raise RecordFormatError(
+                f"{where}: missing field '{required[0]}' (a follower line takes it from the "
+                f"guide annotation with the same instruction_id, in "
+                f"`rxr_{{split}}_guide.jsonl.gz`; {hint})")
+    out = dict(raw)
+    for f in missing:
+        if guide is not None and f in guide:
+            out[f] = guide[f]
+    return out
+
+
+def _rxr_record(raw: Mapping[str, Any], annotator: str, where: str
+                ) -> tuple[dict, np.ndarray, np.ndarray]:
+    """(record, filled word starts, filled word ends) of one validated RxR line."""
+    lang_raw = _string(raw, "language", where)
+    language = normalize_language(lang_raw)
+    if language is None:
+        raise _bad(where, "language", f"one of {RXR_LANGUAGES} (or 'hi', 'te')", lang_raw)
+    rec = new_record(
+        instruction_id=_int(raw, "instruction_id", where), path_id=_int(raw, "path_id", where),
+        scan=_string(raw, "scan", where, nonempty=True), path=_viewpoints(raw, "path", where),
+        heading=_float(raw, "heading", where), instruction=_string(raw, "instruction", where),
+        language=language, annotator=annotator,
+        edit_distance=_optional_float(raw, "edit_distance", where))
+    rec["timed_words"], starts, ends = _timed_words(raw, where)
+    return rec, starts, ends

@@ -1,0 +1,95 @@
+"""The 36 standard views of a Matterport panorama and the per-viewpoint view-feature tables.
+
+Views are 12 headings (0, 30, ..., 330 degrees, clockwise from +y like the graph's edge headings)
+times 3 elevations (-30, 0, +30 degrees); view index = elevation_index * 12 + heading_index.
+
+A view-feature table is [N, 36, D] float32 (row = graph node, views in absolute orientation):
+- user features (`load_view_features`): an `.npz` with `ids` (viewpoint ids "scan/viewpoint" or
+  "scan_viewpoint") and `features` [V, 36, D] (e.g. ResNet-152 pooled features per view);
+- synthetic features (`synthetic_view_features`): each view shows the landmark of the neighbour
+  that lies in it (an embedding of its id, `ttw_jax.rxr.synthetic.node_landmarks`) plus noise;
+- none (D = 0): the agent sees only the angle encodings (`angle_features`) of views and
+  navigable directions, a language + structure agent.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import jax.numpy as jnp
+import numpy as np
+
+from ttw_jax.core.pano_graph import NodeTable, PanoGraph
+
+NUM_HEADINGS, NUM_ELEVATIONS = 12, 3
+NUM_VIEWS = NUM_HEADINGS * NUM_ELEVATIONS
+VIEW_HEADINGS = np.tile(np.arange(NUM_HEADINGS) * (2 * math.pi / NUM_HEADINGS), NUM_ELEVATIONS
+                        ).astype(np.float32)                                       # [36]
+VIEW_ELEVATIONS = np.repeat(np.radians([-30.0, 0.0, 30.0]), NUM_HEADINGS).astype(np.float32)
+ANGLE_DIM = 4
+STRUCTURE_DIM = 2   # per navigable direction: edge length, neighbour degree (`observe`)
+
+
+def nearest_view(heading, elevation):
+    """Index (int32, broadcast shape) of the standard view nearest an absolute direction."""
+    xp = jnp if isinstance(heading, jnp.ndarray) or isinstance(elevation, jnp.ndarray) else np
+    step = 2 * math.pi / NUM_HEADINGS
+    h = xp.mod(xp.round(xp.asarray(heading) / step), NUM_HEADINGS)
+    e = xp.clip(xp.round(xp.asarray(elevation) / math.radians(30.0)) + 1, 0, NUM_ELEVATIONS - 1)
+    return (e * NUM_HEADINGS + h).astype(xp.int32)
+
+
+def angle_features(heading, elevation):
+    """[..., 4] = (sin, cos) of a relative heading and of an elevation (jnp)."""
+    heading, elevation = jnp.broadcast_arrays(jnp.asarray(heading, jnp.float32),
+                                              jnp.asarray(elevation, jnp.float32))
+    return jnp.stack([jnp.sin(heading), jnp.cos(heading), jnp.sin(elevation),
+                      jnp.cos(elevation)], -1)
+
+
+def empty_view_features(num_nodes: int) -> np.ndarray:
+    """The [N, 36, 0] table of an agent that sees only angles."""
+    return np.zeros((num_nodes, NUM_VIEWS, 0), np.float32)
+
+
+def synthetic_view_features(graph: PanoGraph, landmarks: np.ndarray, num_landmarks: int,
+                            dim: int, noise: float, seed: int = 0) -> np.ndarray:
+    """[N, 36, dim] float32: view v of node n holds the sum of the unit landmark embeddings of
+    n's neighbours whose edge direction is nearest to v, plus N(0, noise^2) noise.
+
+    landmarks: [N] int landmark id per node (< num_landmarks). The embeddings are random unit
+    vectors drawn from `seed`, shared by all nodes.
+    """
+    rng = np.random.default_rng(seed)
+    emb = rng.normal(size=(num_landmarks, dim))
+    emb /= np.linalg.norm(emb, axis=-1, keepdims=True)
+    nb = np.asarray(graph.neighbors)
+    view = nearest_view(np.asarray(graph.headings, np.float64),
+                        np.asarray(graph.elevations, np.float64))
+    n = nb.shape[0]
+    out = rng.normal(scale=noise, size=(n, NUM_VIEWS, dim)).astype(np.float32)
+    rows, slots = np.nonzero(nb >= 0)
+    np.add.at(out, (rows, view[rows, slots]), emb[np.asarray(landmarks)[nb[rows, slots]]])
+    return out
+
+
+def load_view_features(path: str, nodes: NodeTable) -> np.ndarray:
+    """[N, 36, D] float32 from a user `.npz` (`ids` [V] str, `features` [V, 36, D]); every node
+    of `nodes` must be present (ids "scan/viewpoint" or "scan_viewpoint")."""
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"view-feature file missing: {path} (an .npz with 'ids' [V] and "
+                                f"'features' [V, 36, D]; see BUILD.md, Room-across-Room)")
+    with np.load(path, allow_pickle=False) as z:
+        for key in ("ids", "features"):
+            if key not in z:
+                raise ValueError(f"{path}: missing array '{key}'")
+        ids = [str(i).replace("_", "/", 1) if "/" not in str(i) else str(i) for i in z["ids"]]
+        feats = z["features"]
+    if feats.ndim != 3 or feats.shape[:2] != (len(ids), NUM_VIEWS):
+        raise ValueError(f"{path}: 'features' has shape {feats.shape}, expected "
+                         f"[{len(ids)}, {NUM_VIEWS}, D]")
+    row = {v: i for i, v in enumerate(ids)}
+    missing = [v for v in nodes.ids if v not in row]
+    if missing:
+        raise ValueError(f"{path}: no features for {len(missing)} viewpoints, e.g. {missing[:3]}")
+    return np.asarray(feats[[row[v] for v in nodes.ids]], np.float32)

@@ -1,0 +1,1 @@
+"""Localization with emergent communication: continuous and discrete tourist/guide pairs."""

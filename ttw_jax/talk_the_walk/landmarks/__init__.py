@@ -1,0 +1,1 @@
+"""Landmark classification from per-view features (Talk The Walk, App. F)."""

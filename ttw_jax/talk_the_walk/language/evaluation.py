@@ -1,0 +1,105 @@
+"""Talk The Walk with natural-language messages: generated utterances, guide accuracy, full task.
+
+A generated message is what the guide reads: the `<tourist>` speaker token followed by the words
+the tourist decoded (`language.losses.utterance_message`), the format of a one-utterance human message.
+Walks with T = 0 are padded to one (unused) move so every tourist program has a move axis.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ttw_jax.talk_the_walk.full_task import full_task_episodes, run_full_task
+from ttw_jax.talk_the_walk.language import tourist as nl_tourist
+from ttw_jax.talk_the_walk.language.losses import choose_T, logits_at_T, utterance_message
+
+DECODES = ("greedy", "sample", "beam")
+
+
+def pad_walk(obs: jax.Array, actions: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """obs (B, T+1, K), actions (B, T) -> (obs (B, S+1, K), actions (B, S), num_moves (B,)) with
+    S = max(T, 1): the tourist's inputs for a T-move walk."""
+    b, t = actions.shape
+    if t == 0:
+        obs = jnp.concatenate([obs, jnp.zeros_like(obs)], axis=1)
+        actions = jnp.zeros((b, 1), jnp.int32)
+    return obs, actions, jnp.full((b,), t, jnp.int32)
+
+
+def decode_utterances(tourist, params, obs, actions, num_moves, key, decode: str, max_len: int,
+                      beam_size: int = 4, temperature: float = 1.0):
+    """The tourist's utterances: tokens (B, max_len) int32 ending in EOS, lengths (B,)."""
+    if decode == "greedy":
+        return nl_tourist.greedy_decode(tourist, params, obs, actions, num_moves, max_len)
+    if decode == "sample":
+        return nl_tourist.sample_decode(tourist, params, obs, actions, num_moves, key, max_len,
+                                        temperature)
+    if decode == "beam":
+        return nl_tourist.beam_search(tourist, params, obs, actions, num_moves, max_len, beam_size)
+    raise ValueError(f"decode must be one of {DECODES}, got {decode!r}")
+
+
+def generated_batch(tourist, tourist_params, walks: dict, key: jax.Array, decode: str,
+                    max_len: int, beam_size: int = 4, temperature: float = 1.0) -> dict:
+    """Guide inputs for random walks (`ttw_jax.talk_the_walk.walks` batches: obs, actions,
+    landmarks, target): message (B, max_len+1), message_len, landmarks, target, T (B,)."""
+    obs, actions, num_moves = pad_walk(walks["obs"], walks["actions"])
+    tokens, lengths = decode_utterances(tourist, tourist_params, obs, actions, num_moves, key,
+                                        decode, max_len, beam_size, temperature)
+    message, message_len = utterance_message(tokens, lengths)
+    return {"message": message, "message_len": message_len, "landmarks": walks["landmarks"],
+            "target": walks["target"], "T": num_moves}
+
+
+def guide_correct(guide, params, batch: dict, T: jax.Array | None) -> jax.Array:
+    """(B,) bool: the guide's most likely corner is the target, reading T (B,) steps (None: the
+    guide's own most likely T)."""
+    out = guide.apply({"params": params}, batch["message"], batch["message_len"],
+                      batch["landmarks"], T=T)
+    if T is None:
+        T = choose_T(out, batch, "predict")   # no rng: the most likely T
+    return jnp.argmax(logits_at_T(out, T), -1) == batch["target"]
+
+
+def nl_predict_fn(tourist, tourist_params, guide, guide_params, decode: str, max_len: int,
+                  beam_size: int = 4, key: jax.Array | None = None) -> Callable:
+    """predict(obs (E, T+1, K), actions (E, T), landmarks) -> location logits (E, 16) for
+    `ttw_jax.talk_the_walk.full_task.run_full_task`: the tourist describes its last T moves in words,
+    the guide reads them with T steps. Sampled decoding draws from `key` (the same draw at every
+    step of an episode)."""
+    key = jax.random.key(0) if key is None else key
+
+    def predict(obs, actions, landmarks):
+        walks = {"obs": obs, "actions": actions, "landmarks": landmarks,
+                 "target": jnp.zeros(obs.shape[:1], jnp.int32)}
+        batch = generated_batch(tourist, tourist_params, walks, key, decode, max_len, beam_size)
+        return guide.apply({"params": guide_params}, batch["message"], batch["message_len"],
+                           landmarks, T=batch["T"])["logits"]
+
+    return predict
+
+
+def evaluate_full_task(tourist, tourist_params, guide, guide_params, tables: dict, T: int,
+                       key: jax.Array, *, decode: str, max_len: int, beam_size: int, repeats: int,
+                       max_steps: int, max_evals: int, greedy: bool) -> dict:
+    """Algorithm 1 with natural-language messages: {split: `FullTaskResult.summary()`} over
+    `repeats` episodes per (window, target) of each table (W, X, Y, K) in `tables`."""
+    @jax.jit
+    def run(tp, gp, k, landmarks, target):
+        predict = nl_predict_fn(tourist, tp, guide, gp, decode, max_len, beam_size,
+                                key=jax.random.fold_in(k, 1))
+        return run_full_task(k, predict, landmarks, target, T, max_steps, max_evals, greedy)
+
+    out = {}
+    for i, (split, table) in enumerate(tables.items()):
+        landmarks, target = full_task_episodes(table, repeats)
+        out[split] = run(tourist_params, guide_params, jax.random.fold_in(key, i),
+                         jnp.asarray(landmarks), jnp.asarray(target)).summary()
+    return out
+
+
+def accuracy(correct: np.ndarray) -> float:
+    return float(np.mean(correct)) if len(correct) else float("nan")

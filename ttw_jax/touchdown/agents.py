@@ -1,0 +1,110 @@
+"""Touchdown navigation agents (Chen et al. 2019, section 6 and App. E): RConcat and GA.
+
+Both encode the instruction with 32-d word vectors and a 256-unit LSTM (its final state is the
+text vector), see the image features cropped to the agent's heading ([B, crop, C]) through a small
+CNN, and keep a 256-unit LSTM over time whose input also holds the previous action.
+- RConcat concatenates text vector, image vector and previous-action embedding.
+- GA (gated attention) multiplies the CNN's feature maps channel-wise by a sigmoid gate computed
+  from the text vector, then flattens them; text enters only through the gate.
+The model is called once per step (`step`), so it runs inside the simulator's `lax.scan`.
+"""
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from ttw_jax.core.rollout import choose_action
+from ttw_jax.touchdown.features import crop_to_heading
+
+NUM_ACTIONS = 4
+START = NUM_ACTIONS  # previous-action id at t = 0
+
+
+class InstructionEncoder(nn.Module):
+    """Word vectors + LSTM: returns the final hidden state [B, hidden]."""
+    vocab_size: int
+    embed_dim: int = 32
+    hidden: int = 256
+
+    @nn.compact
+    def __call__(self, tokens: jax.Array, lengths: jax.Array) -> jax.Array:
+        emb = nn.Embed(self.vocab_size, self.embed_dim)(tokens)
+        (_, h), _ = nn.RNN(nn.OptimizedLSTMCell(self.hidden), return_carry=True)(
+            emb, seq_lengths=lengths)
+        return h
+
+
+class Navigator(nn.Module):
+    """`kind` is 'rconcat' or 'ga'."""
+    vocab_size: int
+    kind: str = "ga"
+    embed_dim: int = 32
+    text_hidden: int = 256
+    hidden: int = 256
+    conv_features: int = 64
+    action_dim: int = 16
+
+    def setup(self):
+        if self.kind not in ("rconcat", "ga"):
+            raise ValueError(f"unknown navigator kind {self.kind!r} (rconcat | ga)")
+        self.text = InstructionEncoder(self.vocab_size, self.embed_dim, self.text_hidden)
+        self.conv1 = nn.Conv(self.conv_features, (3,), padding="SAME")
+        self.conv2 = nn.Conv(self.conv_features, (3,), strides=(2,), padding="SAME")
+        self.image_proj = nn.Dense(self.hidden)
+        self.gate = nn.Dense(self.conv_features)
+        self.action_embed = nn.Embed(NUM_ACTIONS + 1, self.action_dim)
+        self.cell = nn.OptimizedLSTMCell(self.hidden)
+        self.head = nn.Sequential([nn.Dense(self.hidden), nn.relu, nn.Dense(NUM_ACTIONS)])
+
+    def encode(self, tokens: jax.Array, lengths: jax.Array) -> jax.Array:
+        """Text vectors [B, text_hidden]."""
+        return self.text(tokens, lengths)
+
+    def initial_carry(self, batch_size: int):
+        """LSTM carry (c, h), each [B, hidden]."""
+        zeros = jnp.zeros((batch_size, self.hidden))
+        return zeros, zeros
+
+    def step(self, carry, text: jax.Array, image: jax.Array, prev_action: jax.Array):
+        """One decision: returns (carry, action logits [B, 4])."""
+        x = nn.relu(self.conv1(image))
+        if self.kind == "ga":
+            x = x * nn.sigmoid(self.gate(text))[:, None, :]
+        x = nn.relu(self.conv2(x))
+        x = nn.relu(self.image_proj(x.reshape(x.shape[0], -1)))
+        parts = [x, self.action_embed(prev_action)]
+        if self.kind == "rconcat":
+            parts.insert(0, text)
+        carry, h = self.cell(carry, jnp.concatenate(parts, -1))
+        return carry, self.head(h)
+
+    def __call__(self, tokens, lengths, images, prev_actions):
+        """Teacher-forced logits [B, T, 4] for images [B, T, crop, C] (used to initialise)."""
+        text = self.encode(tokens, lengths)
+        carry = self.initial_carry(tokens.shape[0])
+        logits = []
+        for t in range(images.shape[1]):
+            carry, out = self.step(carry, text, images[:, t], prev_actions[:, t])
+            logits.append(out)
+        return jnp.stack(logits, 1)
+
+
+def navigator_policy(model: Navigator, params, features: jax.Array, yaw: jax.Array, crop: int,
+                     text: jax.Array, gold: jax.Array | None = None, greedy: bool = True):
+    """A simulator policy driven by `model` (see `ttw_jax.touchdown.env.rollout`).
+
+    Returns (policy, initial carry). With `gold` [B, T] the demonstrated action is executed
+    (teacher forcing); otherwise the argmax (greedy) or a sample. The policy's per-step output
+    is the logits [B, 4].
+    """
+    def policy(carry, state, t, key):
+        lstm, prev = carry
+        image = crop_to_heading(features, yaw, state.pano, state.heading, crop)
+        lstm, logits = model.apply(params, lstm, text, image, prev, method=Navigator.step)
+        action = choose_action(logits, t, key, gold, greedy)
+        return (lstm, action), action, logits
+
+    batch = text.shape[0]
+    zeros = jnp.zeros((batch, model.hidden), jnp.float32)
+    return policy, ((zeros, zeros), jnp.full((batch,), START, jnp.int32))

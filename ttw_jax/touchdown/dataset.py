@@ -1,0 +1,48 @@
+"""Touchdown records of a TFDS config together with the graph they live on.
+
+The `touchdown` TFDS dataset is prepared on first use (synthetic configs need nothing; the
+official configs need the record files in `manual_dir`). Synthetic configs come with their
+synthetic street grid; the official ones need the real graph (`graph_dir`).
+"""
+from __future__ import annotations
+
+import os
+
+from ttw_datasets.touchdown import touchdown_dataset_builder as td_builder
+from ttw_jax.core import tfds as ttw_tfds
+from ttw_jax.core.pano_graph import NodeTable, PanoGraph
+from ttw_jax.touchdown.graph import SOURCE_HINT, LinkRow, compile_touchdown, read_graph_files
+from ttw_jax.touchdown.records import check_panoids
+
+
+def prepare(config: str, tfds_dir: str | None = None, manual_dir: str | None = None) -> None:
+    """Builds `touchdown/<config>` in `tfds_dir` unless it is already there."""
+    ttw_tfds.prepare(td_builder.Builder, config, tfds_dir, manual_dir)
+
+
+def load_touchdown_split_records(config: str, splits, tfds_dir: str | None = None,
+                                 manual_dir: str | None = None, graph_dir: str | None = None
+                                 ) -> tuple[PanoGraph, NodeTable, list[LinkRow], dict]:
+    """(host graph, node table, links rows, {split: navigation records}) for a TFDS config."""
+    ttw_tfds.builder_config(td_builder.Builder, config)
+    cfg = td_builder.Builder.builder_configs[config]
+    if cfg.task != "navigation":
+        raise ValueError(f"touchdown/{config} holds SDR examples, not navigation routes")
+    prepare(config, tfds_dir, manual_dir)
+    records = td_builder.load_navigation(tfds_dir, config)
+    missing = [s for s in splits if s not in records]
+    if missing:
+        raise ValueError(f"touchdown/{config} has no split(s) {missing}; it has {sorted(records)}")
+    if cfg.synthetic:
+        nodes, links = cfg.grid()
+        where = f"synthetic grid of touchdown/{config}"
+    else:
+        if not graph_dir:
+            raise ValueError(f"touchdown/{config} needs the real graph: set graph_dir to the "
+                             f"directory holding nodes.txt and links.txt. {SOURCE_HINT}")
+        nodes, links = read_graph_files(graph_dir)
+        where = os.path.join(graph_dir, "links.txt")
+    graph, table = compile_touchdown(nodes, links, where=where)
+    for split in splits:
+        check_panoids(records[split], table.index, f"touchdown/{config}:{split}")
+    return graph, table, links, {s: records[s] for s in splits}

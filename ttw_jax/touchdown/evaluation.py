@@ -1,0 +1,59 @@
+"""Touchdown navigation evaluation: batched on-device rollouts, then TC / SPD / SED.
+
+A policy factory `(consts, batch) -> (policy, carry)` builds the policy inside the jitted rollout,
+so baselines and models share one code path and compile once per shape.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ttw_jax.core.chunks import map_in_chunks
+from ttw_jax.core.rollout import Policy
+from ttw_jax.touchdown import env as td
+from ttw_jax.touchdown.metrics import success_weighted_edit_distance, task_completion
+
+PolicyFactory = Callable[[Any, dict], tuple[Policy, Any]]
+EPISODE_KEYS = ("start_pano", "start_heading", "goal", "route", "route_len", "tokens", "token_len",
+                "gold", "gold_len")
+
+
+def baseline_factory(name: str) -> PolicyFactory:
+    """The paper's non-learning baselines: 'stop', 'frequent' (always FORWARD), 'random'."""
+    policies = {"stop": td.constant_policy(td.STOP), "frequent": td.constant_policy(td.FORWARD),
+                "random": td.random_policy}
+    if name not in policies:
+        raise ValueError(f"unknown baseline {name!r}; choose from {sorted(policies)}")
+    return lambda consts, batch: (policies[name], None)
+
+
+def make_rollout(factory: PolicyFactory, horizon: int):
+    """Jitted run(sim, consts, batch, rng) -> dict of per-episode [B] `final`, `tc`, `sed`,
+    `num_steps` and `path` [B, horizon + 1]."""
+    @jax.jit
+    def run(sim, consts, batch, rng):
+        policy, carry = factory(consts, batch)
+        state = td.reset(sim, batch["start_pano"], batch["start_heading"])
+        final, _, traj = td.rollout(sim, state, policy, carry, rng, horizon)
+        path = td.path_of(traj, final)
+        tc = task_completion(final.pano, batch["goal"], sim.graph.neighbors)
+        path_len = jnp.full(path.shape[:1], path.shape[1], jnp.int32)
+        sed = success_weighted_edit_distance(path, path_len, batch["route"], batch["route_len"], tc)
+        return dict(final=final.pano, tc=tc, sed=sed, num_steps=final.num_steps, path=path)
+    return run
+
+
+def evaluate(run, sim: td.TouchdownSim, consts, episodes: dict, goal_hops: np.ndarray, rng: jax.Array,
+             batch_size: int = 256) -> dict:
+    """Means of TC, SPD (hops from the final panorama to the goal) and SED over all episodes,
+    plus per-episode arrays under 'episodes'. Chunks are padded to `batch_size` (one compile)."""
+    n = len(episodes["goal"])
+    per = map_in_chunks(lambda batch, key: run(sim, consts, batch, key), episodes, EPISODE_KEYS,
+                        batch_size, rng)
+    hops = goal_hops[np.arange(n), per["final"]].astype(np.float32)
+    per["spd"] = np.where(hops >= 0, hops, np.inf)
+    return {"tc": float(per["tc"].mean()), "spd": float(per["spd"].mean()),
+            "sed": float(per["sed"].mean()), "episodes": per}

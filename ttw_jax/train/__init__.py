@@ -1,1 +1,0 @@
-"""The trainer library shared by every experiment: data-parallel steps, checkpoints, logging."""
