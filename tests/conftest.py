@@ -41,3 +41,18 @@ def fast_compile():
     jax.config.update("jax_disable_most_optimizations", True)
     yield
     jax.config.update("jax_disable_most_optimizations", old)
+
+
+@pytest.fixture
+def fast_compile_unless_slow(request):
+    """The same per test, except for tests marked slow (overfitting, end-to-end): those run many
+    steps, where XLA's optimisations pay for themselves, and keep their tuned numerics
+    (`pytestmark = pytest.mark.usefixtures("fast_compile_unless_slow")`)."""
+    import jax
+    if request.node.get_closest_marker("slow") is not None:
+        yield
+        return
+    old = jax.config.read("jax_disable_most_optimizations")
+    jax.config.update("jax_disable_most_optimizations", True)
+    yield
+    jax.config.update("jax_disable_most_optimizations", old)

@@ -11,7 +11,7 @@ from ttw_jax.arramon.losses import imitation_loss
 from ttw_jax.arramon.model import KINDS, PhaseAgent
 from ttw_jax.core.vocab import Vocabulary
 
-pytestmark = pytest.mark.usefixtures("fast_compile")  # tiny models: compilation dominates
+pytestmark = pytest.mark.usefixtures("fast_compile_unless_slow")  # tiny models
 
 NUM_TYPES = 7
 ATTRS = (3, 8, NUM_TYPES + 5)
@@ -33,9 +33,13 @@ def _inputs(b=3, t=4, m=5, l=6):
 def test_shapes_and_gradients(kind):
     model, args = _model(kind), _inputs()
     params = jax.jit(model.init)(jax.random.key(0), *args)
-    logits = jax.jit(model.apply)(params, *args)
+
+    def loss(p):
+        logits = model.apply(p, *args)
+        return jnp.sum(logits ** 2), logits
+
+    grads, logits = jax.jit(jax.grad(loss, has_aux=True))(params)
     assert logits.shape == (3, 4, 4) and bool(jnp.all(jnp.isfinite(logits)))
-    grads = jax.jit(jax.grad(lambda p: jnp.sum(model.apply(p, *args) ** 2)))(params)
     flat = jax.tree_util.tree_leaves_with_path(grads)
     unused = {"lo": ("attr_embeds", "geo", "null", "sim_w", "fuse"),
               "vo": ("words", "encoder", "sim_w", "fuse"), "vl": ()}[kind]
@@ -49,13 +53,14 @@ def test_shapes_and_gradients(kind):
 def test_padding_and_invisible_entities_do_not_matter():
     model = _model("vl")
     tokens, lengths, attrs, geo, visible, prev = _inputs()
-    params = model.init(jax.random.key(0), tokens, lengths, attrs, geo, visible, prev)
-    base = model.apply(params, tokens, lengths, attrs, geo, visible, prev)
+    params = jax.jit(model.init)(jax.random.key(0), tokens, lengths, attrs, geo, visible, prev)
+    apply = jax.jit(model.apply)
+    base = apply(params, tokens, lengths, attrs, geo, visible, prev)
     pad = jnp.arange(tokens.shape[1])[None] >= lengths[:, None]
     tokens2 = jnp.where(pad, 7, tokens)                        # change padded words
     geo2 = jnp.where(visible[..., None], geo, 5.0)             # change invisible entities
     attrs2 = jnp.where(visible[..., None], attrs, 1)
-    other = model.apply(params, tokens2, lengths, attrs2, geo2, visible, prev)
+    other = apply(params, tokens2, lengths, attrs2, geo2, visible, prev)
     np.testing.assert_allclose(np.asarray(other), np.asarray(base), atol=1e-5)
 
 

@@ -10,7 +10,7 @@ from flax.training import train_state
 from tests.helpers import assert_jit_step_equals_pmap_step
 from ttw_jax.core.train import data_parallel as dp
 
-pytestmark = pytest.mark.usefixtures("fast_compile")  # tiny models: compilation dominates
+pytestmark = pytest.mark.usefixtures("fast_compile_unless_slow")  # tiny models
 
 
 class MLP(nn.Module):

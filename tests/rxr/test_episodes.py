@@ -17,7 +17,7 @@ from ttw_jax.rxr.graph import geodesic_table
 from ttw_jax.rxr.losses import mixed_loss
 from ttw_jax.rxr.rcm import RCMAgent
 
-pytestmark = pytest.mark.usefixtures("fast_compile")  # tiny models: compilation dominates
+pytestmark = pytest.mark.usefixtures("fast_compile_unless_slow")  # tiny models
 
 
 def square():

@@ -21,7 +21,7 @@ from ttw_jax.rxr.losses import discounted_returns, grounding_loss, mixed_loss, r
 from ttw_jax.rxr.rcm import RCMAgent, rcm_policy
 from ttw_jax.rxr.views import empty_view_features, synthetic_view_features
 
-pytestmark = pytest.mark.usefixtures("fast_compile")  # tiny models: compilation dominates
+pytestmark = pytest.mark.usefixtures("fast_compile_unless_slow")  # tiny models
 
 
 def corridor(n=5):

@@ -11,7 +11,7 @@ from ttw_jax.talk_the_walk import maps, walks
 from ttw_jax.talk_the_walk.emergent.losses import localization_loss
 from ttw_jax.talk_the_walk.emergent.model import Localizer
 
-pytestmark = pytest.mark.usefixtures("fast_compile")  # tiny models: compilation dominates
+pytestmark = pytest.mark.usefixtures("fast_compile_unless_slow")  # tiny models
 
 
 def setup(batch_size=32):

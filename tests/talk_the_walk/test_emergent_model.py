@@ -8,7 +8,7 @@ from ttw_jax.talk_the_walk import maps, walks
 from ttw_jax.talk_the_walk.emergent.losses import localization_loss
 from ttw_jax.talk_the_walk.emergent.model import Localizer, partition_gate_init
 
-pytestmark = pytest.mark.usefixtures("fast_compile")  # tiny models: compilation dominates
+pytestmark = pytest.mark.usefixtures("fast_compile_unless_slow")  # tiny models
 
 T = 2
 

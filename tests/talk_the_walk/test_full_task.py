@@ -5,7 +5,7 @@ import pytest
 
 from ttw_jax.talk_the_walk.full_task import run_full_task
 
-pytestmark = pytest.mark.usefixtures("fast_compile")  # tiny models: compilation dominates
+pytestmark = pytest.mark.usefixtures("fast_compile_unless_slow")  # tiny models
 
 # Every corner carries a unique landmark id (1..16), so a single observation reveals the corner.
 UNIQUE = jnp.arange(1, 17, dtype=jnp.int32).reshape(1, 4, 4, 1)

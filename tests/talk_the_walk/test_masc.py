@@ -5,7 +5,7 @@ import pytest
 
 from ttw_jax.talk_the_walk.masc import MASC, OFFSETS, NoMASC, masked_conv3x3
 
-pytestmark = pytest.mark.usefixtures("fast_compile")  # tiny models: compilation dominates
+pytestmark = pytest.mark.usefixtures("fast_compile_unless_slow")  # tiny models
 
 
 def reference_conv(u, mask, kernel):

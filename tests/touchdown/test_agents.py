@@ -16,7 +16,7 @@ from ttw_jax.touchdown.losses import imitation_loss
 from ttw_jax.touchdown.reference import TouchdownReference
 from ttw_jax.touchdown.synthetic import synthetic_records
 
-pytestmark = pytest.mark.usefixtures("fast_compile")  # tiny models: compilation dominates
+pytestmark = pytest.mark.usefixtures("fast_compile_unless_slow")  # tiny models
 
 
 @pytest.fixture(scope="module")

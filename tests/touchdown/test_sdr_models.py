@@ -12,7 +12,7 @@ import pytest
 
 from ttw_jax.touchdown.sdr import models as sdr
 
-pytestmark = pytest.mark.usefixtures("fast_compile")  # tiny models: compilation dominates
+pytestmark = pytest.mark.usefixtures("fast_compile_unless_slow")  # tiny models
 
 VOCAB = 20
 TEXT = dict(embed_dim=8, hidden=9)
