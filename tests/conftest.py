@@ -4,17 +4,26 @@ import os
 
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                            " --xla_force_host_platform_device_count=8").strip()
-# A persistent compilation cache for the session: the trainer tests compile the same programs
-# again when they crash and resume a run, and that recompilation dominated their time.
+# A persistent compilation cache for the session, shared by the pytest-xdist workers (they inherit
+# the variable): the trainer tests compile the same programs again when they crash and resume a
+# run, and that recompilation dominated their time. The process that made it removes it.
+_OWN_CACHE = None
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     import tempfile
-    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="ttw_jax_cache_")
+    _OWN_CACHE = os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="ttw_jax_cache_")
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "1")
+
+import shutil  # noqa: E402
 
 import pytest  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
+
+
+def pytest_sessionfinish(session):
+    if _OWN_CACHE and not hasattr(session.config, "workerinput"):
+        shutil.rmtree(_OWN_CACHE, ignore_errors=True)
 
 
 def shared_path(*parts: str) -> str:
@@ -56,3 +65,35 @@ def fast_compile_unless_slow(request):
     jax.config.update("jax_disable_most_optimizations", True)
     yield
     jax.config.update("jax_disable_most_optimizations", old)
+
+
+@pytest.fixture(scope="session")
+def tfds_dir(tmp_path_factory) -> str:
+    """One TFDS data directory for the session: each builder config is prepared there once."""
+    return str(tmp_path_factory.mktemp("tfds"))
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory, tfds_dir):
+    """trained(name) -> (workdir, results) of experiment `name`'s tiny config
+    (`tests/experiments/trainers.py`), trained once per session and shared by its tests. It
+    trains with XLA's optimisations on, whichever module asks first, so that the contract's
+    resumed runs reproduce it exactly."""
+    import jax
+
+    from tests.experiments.trainers import TRAINERS
+    runs = {}
+
+    def get(name: str):
+        if name not in runs:
+            trainer = TRAINERS[name]
+            workdir = str(tmp_path_factory.mktemp(name))
+            old = jax.config.read("jax_disable_most_optimizations")
+            jax.config.update("jax_disable_most_optimizations", False)
+            try:
+                runs[name] = workdir, trainer.train.train_and_evaluate(trainer.config(tfds_dir),
+                                                                       workdir)
+            finally:
+                jax.config.update("jax_disable_most_optimizations", old)
+        return runs[name]
+    return get

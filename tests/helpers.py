@@ -20,7 +20,7 @@ def crash_at(step_to_crash: int):
 
 
 def override(config, **overrides):
-    """Sets config fields; nested keys use '__' (`model__kind="ga"` sets config.model.kind)."""
+    """Sets config fields; nested keys use '__' (`model__name="ga"` sets config.model.name)."""
     for key, value in overrides.items():
         target = config
         *path, last = key.split("__")

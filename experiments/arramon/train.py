@@ -2,7 +2,7 @@
 
 `train_and_evaluate(config, workdir)` imitates the demonstrated actions of both phases with the
 simulator inside `lax.scan` (teacher forcing, every turn its own example), checkpoints with orbax
-(a killed run resumes with identical results), stops early on the dev split's `config.metric` of
+(a killed run resumes with identical results), stops early on the dev split's `eval.metric` of
 the full cascaded task, then reports the task metrics of the best parameters on every
 evaluation split beside the random walk.
 """
@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 import jax
 import jax.numpy as jnp
 import ml_collections
-import optax
+import numpy as np
 from flax.training import train_state
 
 from ttw_jax.arramon import (dataset as arramon_data, episodes as ae, evaluation as arr_eval,
@@ -23,20 +23,19 @@ from ttw_jax.arramon import (dataset as arramon_data, episodes as ae, evaluation
 from ttw_jax.arramon.losses import imitation_loss
 from ttw_jax.arramon.model import PhaseAgent
 from ttw_jax.core.train import data_parallel as dp
-from ttw_jax.core.train.logging import MetricWriter
-from ttw_jax.core.train.loop import fit
-from ttw_jax.core.train.workdir import check_workdir_config, write_results
+from ttw_jax.core.train.run import EVAL, INIT, Run, check_eval, make_optimizer, splits
 from ttw_jax.core.vocab import Vocabulary
 
-RESUMABLE_CHANGES = ("patience", "eval.", "data.eval_splits", "data.tfds_dir", "data.manual_dir")
+RESUMABLE_CHANGES = ("patience", "eval.batch_size", "eval.baselines", "eval.baseline_seeds",
+                     "data.eval_splits", "data.tfds_dir", "data.manual_dir")
+MODELS = ("vl", "vo", "lo")
+MODES = ("train", "baselines")
+BASELINES = ("random", "random_by_distance")
+PAPER_RANDOM = {"navi_ndtw": 0.045, "ctc3": 0.030, "ctc5": 0.054, "ctc7": 0.092}  # Kim et al. 2020
 PARTITIONS = ("partition_train", "partition_dev", "partition_test")
 NUM_TYPES = len(arramon_records.TYPES)
 NUM_ATTRS = (ae.NUM_ATTRIBUTES[0], ae.NUM_ATTRIBUTES[1],
              NUM_TYPES + 1 + arramon_view.NUM_WALLS)
-
-
-def _splits(spec: str) -> list[str]:
-    return [s for s in spec.split(",") if s]
 
 
 def partition(records: Sequence[dict], fractions: Sequence[float]) -> dict[str, list[dict]]:
@@ -53,7 +52,7 @@ def partition(records: Sequence[dict], fractions: Sequence[float]) -> dict[str, 
 def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
     """Vocabulary, padded episodes and walkable maps of every split the config names."""
     d = config.data
-    wanted = sorted({d.train_split, d.dev_split, *_splits(d.eval_splits)})
+    wanted = sorted({d.train_split, d.dev_split, *splits(d.eval_splits)})
     sources = sorted({s for s in wanted if s not in PARTITIONS}
                      | ({d.partition_split} if d.partition_split else set()))
     records = arramon_data.load_split_records(d.tfds_config, sources, tfds_dir=d.tfds_dir or None,
@@ -84,97 +83,108 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
 
 def build_models(config: ml_collections.ConfigDict, vocab_size: int):
     m = config.model
-    make = lambda: PhaseAgent(vocab_size, NUM_ATTRS, m.kind, m.embed_dim, m.action_dim, m.hidden,
+    make = lambda: PhaseAgent(vocab_size, NUM_ATTRS, m.name, m.embed_dim, m.action_dim, m.hidden,
                               m.dropout)
     return make(), make()
 
 
-def create_train_state(config, models, key: jax.Array):
+def init_params(models, key: jax.Array) -> dict:
     b, t, m = 2, 2, 3
     args = (jnp.ones((b, 4), jnp.int32), jnp.full((b,), 4, jnp.int32),
             jnp.zeros((b, t, m, 3), jnp.int32), jnp.zeros((b, t, m, arramon_view.GEO_DIM)),
             jnp.ones((b, t, m), bool), jnp.zeros((b, t), jnp.int32))
     k_nav, k_assem = jax.random.split(key)
-    params = {"navi": jax.jit(models[0].init)(k_nav, *args),
-              "assem": jax.jit(models[1].init)(k_assem, *args)}
-    tx = optax.chain(optax.clip_by_global_norm(config.grad_clip), optax.adam(config.learning_rate))
-    return train_state.TrainState.create(apply_fn=models[0].apply, params=params, tx=tx)
+    return {"navi": jax.jit(models[0].init)(k_nav, *args),
+            "assem": jax.jit(models[1].init)(k_assem, *args)}
+
+
+def baseline_rollouts(config) -> dict:
+    """{name: task rollout} of `eval.baselines`: `random` (CTC-k with the fallback rule: a phase
+    that ends without a pick-up scores 0) and `random_by_distance` (CTC-k by final distance)."""
+    names = splits(config.eval.baselines)
+    unknown = set(names) - set(BASELINES)
+    if unknown:
+        raise ValueError(f"unknown baselines {sorted(unknown)}; available: {BASELINES}")
+    return {name: arr_eval.make_task_rollout(arr_eval.random_factories(), config.eval.horizon,
+                                             strict=name == "random") for name in names}
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                        hooks: Sequence[Callable[[int], None]] = ()) -> dict:
-    """Trains, checkpoints into `workdir`, evaluates; returns (and writes) the results dict.
-    `hooks` are called with the step number after every training step."""
-    os.makedirs(workdir, exist_ok=True)
-    check_workdir_config(config, workdir, RESUMABLE_CHANGES)
-    if config.metric not in arr_eval.METRICS:
-        raise ValueError(f"config.metric must be one of {arr_eval.METRICS}, got {config.metric!r}")
+    """Trains (or, in `baselines` mode, only evaluates) into `workdir`; returns (and writes) the
+    results dict. `hooks` are called with the step number after every training step."""
+    if config.mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {config.mode!r}")
+    if config.model.name not in MODELS:
+        raise ValueError(f"model.name must be one of {MODELS}, got {config.model.name!r}")
+    check_eval(config, arr_eval.METRICS)
+    baselines = baseline_rollouts(config)
+    run = Run.start(config, workdir, RESUMABLE_CHANGES)
     data = load_data(config, workdir)
-    mesh = dp.make_mesh()
-    dp.check_batch_size(config.batch_size, mesh)
-    models = build_models(config, len(data["vocab"]))
-    base = jax.random.key(config.seed)
-    state = create_train_state(config, models, jax.random.fold_in(base, 0))
-    writer = MetricWriter(workdir)
     d = config.data
 
-    train_walk = dp.replicate(data["walkable"][d.train_split], mesh)
-    loss_fn = imitation_loss(*models, NUM_TYPES)
-    train_step = dp.make_train_step(loss_fn, mesh, num_consts=1)
-    turns = ae.turn_examples(data["episodes"][d.train_split])
-    sample = dp.episode_sampler(turns, config.batch_size, mesh)
-    agent = arr_eval.make_task_rollout(arr_eval.agent_runners(*models, NUM_TYPES), config.horizon)
-    eval_key = jax.random.fold_in(base, 2)
-    step_key = jax.random.fold_in(base, 1)
+    def run_split(rollout, consts, split, key=None):
+        ev = arr_eval.evaluate(rollout, data["walkable"][split], consts, data["episodes"][split],
+                               run.key(EVAL) if key is None else key, config.eval.batch_size)
+        return {k: v for k, v in ev.items() if k != "episodes"}
 
-    def step_fn(state, step):
-        k_data, k_step = jax.random.split(jax.random.fold_in(step_key, step))
-        return train_step(state, sample(k_data), k_step, train_walk)
+    def baseline_results(split):
+        out = {}
+        for name, rollout in baselines.items():
+            seeds = config.eval.baseline_seeds
+            res = [run_split(rollout, None, split,
+                             jax.random.fold_in(run.key(EVAL), seed) if seeds > 1 else None)
+                   for seed in range(seeds)]
+            out[name] = {k: float(np.mean([r[k] for r in res])) for k in res[0]}
+            if seeds > 1:
+                out[name].update({f"{k}_std": float(np.std([r[k] for r in res]))
+                                  for k in arr_eval.METRICS})
+        return out
 
-    def run_split(run, consts, split):
-        return arr_eval.evaluate(run, data["walkable"][split], consts, data["episodes"][split],
-                                 eval_key, config.eval.batch_size)
+    results = {"config": config.to_dict(), "agent": config.model.name}
+    if config.mode == "baselines":
+        results["agent"] = "random walk"
+        for split in splits(d.eval_splits):
+            results[split] = {"episodes": len(data["episodes"][split]["psi0"]),
+                              **baseline_results(split)}
+        return run.finish(results, format_results(results))
 
-    def evaluate(params):
-        ev = run_split(agent, params, d.dev_split)
-        return {k: ev[k] for k in arr_eval.METRICS}
-
-    state, best_params, meta = fit(
-        state, config=config, workdir=workdir, writer=writer,
-        place=lambda tree: dp.replicate(tree, mesh), step_fn=step_fn, evaluate=evaluate,
-        metric=config.metric, mode="max", eval_prefix="dev", hooks=hooks)
-
-    results = {"config": config.to_dict(), "best_step": meta["best_step"],
-               "last_step": meta["step"], "agent": config.model.kind}
-    baselines = {name: arr_eval.make_task_rollout(arr_eval.random_runners(), config.horizon)
-                 for name in _splits(config.eval.baselines) if name == "random"}
-    unknown = set(_splits(config.eval.baselines)) - {"random"}
-    if unknown:
-        raise ValueError(f"unknown baselines {sorted(unknown)}; available: random")
-    for split in _splits(d.eval_splits):
-        ev = run_split(agent, best_params, split)
-        results[split] = {config.model.kind: _summary(ev),
-                          "episodes": len(data["episodes"][split]["psi0"])}
-        for name, run in baselines.items():
-            results[split][name] = _summary(run_split(run, None, split))
-    write_results(workdir, results, format_results(results))
-    writer.close()
-    return results
-
-
-def _summary(ev: dict) -> dict:
-    return {k: v for k, v in ev.items() if k != "episodes"}
+    models = build_models(config, len(data["vocab"]))
+    state = train_state.TrainState.create(apply_fn=models[0].apply,
+                                          params=init_params(models, run.key(INIT)),
+                                          tx=make_optimizer(config.optim, config.num_steps))
+    train_walk = run.replicate(data["walkable"][d.train_split])
+    train_step = dp.make_train_step(imitation_loss(*models, NUM_TYPES), run.mesh, num_consts=1)
+    sample = dp.episode_sampler(ae.turn_examples(data["episodes"][d.train_split]),
+                                config.batch_size, run.mesh)
+    agent = arr_eval.make_task_rollout(arr_eval.agent_factories(*models, NUM_TYPES),
+                                       config.eval.horizon)
+    evaluate = lambda params: {k: v for k, v in run_split(agent, params, d.dev_split).items()
+                               if k in arr_eval.METRICS}
+    state, best_params, meta = run.fit(state, run.step_fn(train_step, sample, train_walk),
+                                       evaluate, hooks=hooks)
+    results.update(best_step=meta["best_step"], last_step=meta["step"])
+    for split in splits(d.eval_splits):
+        results[split] = {config.model.name: run_split(agent, best_params, split),
+                          "episodes": len(data["episodes"][split]["psi0"]),
+                          **baseline_results(split)}
+    return run.finish(results, format_results(results))
 
 
 def format_results(results: dict) -> str:
     names = arr_eval.METRICS
-    lines = [f"ArraMon ({results['agent']}, best step {results['best_step']}); overall = mean "
-             "of the two turns:",
-             f"{'split':16s} {'agent':7s} " + " ".join(f"{n:>10s}" for n in names)]
+    head = f"best step {results['best_step']}; " if "best_step" in results else ""
+    lines = [f"ArraMon ({results['agent']}, {head}overall = mean of the two turns; std over "
+             "seeds in brackets):",
+             f"{'split':18s} {'agent':18s} " + " ".join(f"{n:>10s}" for n in names)]
     for split, res in results.items():
         if isinstance(res, dict) and "episodes" in res:
             for agent, m in res.items():
                 if agent != "episodes":
-                    lines.append(f"{split:16s} {agent:7s} "
-                                 + " ".join(f"{m[n]:10.4f}" for n in names))
+                    lines.append(f"{split:18s} {agent:18s} " + " ".join(
+                        f"{m[n]:10.4f}" + (f" ({m[n + '_std']:.4f})" if n + "_std" in m else "")
+                        for n in names))
+    if "best_step" not in results:
+        lines.append(f"{'paper':18s} {'random walk':18s} " + " ".join(
+            f"{PAPER_RANDOM[n]:10.4f}" if n in PAPER_RANDOM else " " * 10 for n in names))
     return "\n".join(lines)

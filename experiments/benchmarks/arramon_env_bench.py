@@ -9,8 +9,9 @@ missing. Uniform random actions [T, B] over the 4 actions (T = `--horizon`, 150 
 step limit per phase) are drawn once with numpy. For each phase (navigation from each episode's
 start, assembly on its initial grid) and batch size, in the same run:
 
-- jax: `jax.jit` of a `lax.scan` of `step_navigation` / `step_assembly` over the actions (the
-  whole phase one call), timed after a compile run, `block_until_ready`, best of `--repeats`;
+- jax: `jax.jit` of a `lax.scan` of `step_navigation` / `step_assembly`, vmapped over the batch,
+  over the actions (the whole phase one call), timed after a compile run, `block_until_ready`,
+  best of `--repeats`;
 - python: `NavReference` / `AssemblyReference` (`ttw_jax.arramon.reference`) stepped over the
   same actions in a Python loop, on the first `--python_episodes` episodes of the batch, repeated
   (with fresh reference objects, whose construction is not timed) for `--python_seconds`.
@@ -41,6 +42,7 @@ from ttw_jax.arramon import env, episodes as ae
 from ttw_jax.arramon.records import read_arramon
 from ttw_jax.arramon.reference import AssemblyReference, NavReference
 from ttw_jax.arramon.synthetic import synthetic_instances
+from ttw_jax.core.env import batched
 from ttw_jax.core.vocab import Vocabulary
 
 FLAGS = flags.FLAGS
@@ -100,12 +102,14 @@ def python_steps_per_second(make_refs, actions: np.ndarray):
 
 @jax.jit
 def nav_rollout(walk, state, actions):
-    return jax.lax.scan(lambda s, a: (env.step_navigation(walk, s, a), None), state, actions)[0]
+    step = batched(env.step_navigation)
+    return jax.lax.scan(lambda s, a: (step(walk, s, a), None), state, actions)[0]
 
 
 @jax.jit
 def asm_rollout(state, actions):
-    return jax.lax.scan(lambda s, a: (env.step_assembly(s, a), None), state, actions)[0]
+    step = batched(env.step_assembly)
+    return jax.lax.scan(lambda s, a: (step(env.ASSEMBLY, s, a), None), state, actions)[0]
 
 
 def live_share(refs, horizon: int) -> float:
@@ -115,9 +119,9 @@ def live_share(refs, horizon: int) -> float:
 def bench_navigation(records, ep, walk, dev_walk, idx, actions):
     """(jax steps/s, python steps/s, episodes that differ, python episodes, live share)."""
     batch, horizon = len(idx), actions.shape[0]
-    state = env.reset_navigation(ep["start"][idx], ep["psi0"][idx], ep["objects"][idx],
-                                 ep["object_mask"][idx], ep["map_index"][idx],
-                                 ep["turn_heading"][idx, 0])
+    state = batched(env.reset_navigation)(dev_walk, ep["start"][idx], ep["psi0"][idx],
+                                          ep["objects"][idx], ep["object_mask"][idx],
+                                          ep["map_index"][idx], ep["turn_heading"][idx, 0])
     state, dev_actions = jax.device_put((state, jnp.asarray(actions)))
     fast = jax_steps_per_second(nav_rollout, batch, horizon, dev_walk, state, dev_actions)
     final = jax.device_get(nav_rollout(dev_walk, state, dev_actions))
@@ -140,7 +144,8 @@ def bench_navigation(records, ep, walk, dev_walk, idx, actions):
 def bench_assembly(ep, idx, actions):
     """(jax steps/s, python steps/s, episodes that differ, python episodes, live share)."""
     batch, horizon = len(idx), actions.shape[0]
-    state, dev_actions = jax.device_put((env.reset_assembly(ep["heights"][idx]),
+    state, dev_actions = jax.device_put((batched(env.reset_assembly)(env.ASSEMBLY,
+                                                                      ep["heights"][idx]),
                                          jnp.asarray(actions)))
     fast = jax_steps_per_second(asm_rollout, batch, horizon, state, dev_actions)
     final = jax.device_get(asm_rollout(state, dev_actions))

@@ -8,7 +8,8 @@ random-init parameters), synthetic [N, 36, 32] view features and random instruct
 (vocabulary 1,000), encoded once outside the timed region. The agent acts greedily for `horizon`
 steps from random viewpoints and headings. For each batch size, in the same run:
 
-- scan: `ttw_jax.rxr.env.rollout` with `rcm_policy`, the whole episode one jitted call;
+- scan: `ttw_jax.core.env.rollout` of the Matterport `step` with `rcm_policy`, the whole episode
+  one jitted call;
 - loop: the same policy + `step` jitted as one time step, called from a Python `for` loop (one
   jitted call for the initial carry and keys, `horizon` step calls, one `jnp.stack` of the actions;
   nothing is synchronised before the end);
@@ -73,6 +74,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ttw_jax.core.env import batched, rollout
 from ttw_jax.rxr import env as mp, views
 from ttw_jax.rxr.graph import list_scans, load_matterport_graph
 from ttw_jax.rxr.rcm import RCMAgent, rcm_policy
@@ -106,24 +108,23 @@ def make_functions(model: RCMAgent, horizon: int):
         return rcm_policy(model, params, graph, feats, ctx, mask, "greedy")
 
     @jax.jit
-    def scan_rollout(consts, state, rng):
+    def scan_run(consts, state, rng):
         policy, carry = policy_of(consts)
-        final, _, traj = mp.rollout(consts[1], state, policy, carry, rng, horizon)
-        return final.node, traj["action"]
+        final, _, traj = rollout(mp.step, consts[1], state, policy, carry, rng, horizon)
+        return final.node, traj.action
 
     @jax.jit
     def loop_init(consts, rng):
-        # The scan draws its per-step keys the same way (`scan_rollout` splits rng into horizon).
+        # The scan draws its per-step keys the same way (`rollout` splits rng into horizon).
         return policy_of(consts)[1], jax.random.split(rng, horizon)
 
     def step(consts, carry, state, t, keys):
         policy, _ = policy_of(consts)
         carry, action, _ = policy(carry, state, t, keys[t])
-        return carry, mp.step(consts[1], state, action), action
+        return carry, batched(mp.step)(consts[1], state, action), action
 
     identity = jax.jit(lambda consts, carry, state, t, keys: (carry, state, t))
-    return (scan_rollout, loop_init, jax.jit(step), jax.jit(step, donate_argnums=(1, 2)),
-            identity)
+    return (scan_run, loop_init, jax.jit(step), jax.jit(step, donate_argnums=(1, 2)), identity)
 
 
 def run_loop(init, step, consts, state, rng, horizon: int):
@@ -170,13 +171,14 @@ def main(argv=None) -> None:
     k = host_graph.max_degree
     # Initialised on a real observation of two episodes, so the input widths always match
     # `observe` (view features + angle encodings; candidates also carry structural features).
-    obs = mp.observe(graph, feats, mp.reset(np.zeros(2, np.int32), np.zeros(2, np.float32)))
+    obs = jax.vmap(mp.observe, in_axes=(None, 0, None))(
+        graph, batched(mp.reset)(graph, np.zeros(2, np.int32), np.zeros(2, np.float32)), feats)
     params = model.init(jax.random.key(args.seed), jnp.ones((2, 4), jnp.int32),
                         jnp.full((2,), 4, jnp.int32), obs["views"], obs["cands"],
                         obs["cand_mask"])
     encode = jax.jit(lambda p, tok, n: model.apply(p, tok, n, method=RCMAgent.encode))
     fns = make_functions(model, args.horizon)
-    scan_rollout, loop_init, loop_step, donate_step, identity = fns
+    scan_run, loop_init, loop_step, donate_step, identity = fns
 
     h = args.horizon
     print(f"graph: {int(scan_of.max()) + 1} scans, {host_graph.num_nodes} viewpoints, K = {k} "
@@ -190,8 +192,8 @@ def main(argv=None) -> None:
         tokens = jnp.asarray(rng.integers(1, args.vocab_size, (batch, args.num_tokens)), jnp.int32)
         ctx, mask = encode(params, tokens, jnp.full((batch,), args.num_tokens, jnp.int32))
         consts = (params, graph, feats, ctx, mask)
-        state = mp.reset(rng.integers(0, host_graph.num_nodes, batch),
-                         rng.uniform(0, 2 * math.pi, batch))
+        state = batched(mp.reset)(graph, rng.integers(0, host_graph.num_nodes, batch),
+                                  rng.uniform(0, 2 * math.pi, batch))
         key = jax.random.key(batch)
 
         def loop(step, copy=False):
@@ -201,7 +203,7 @@ def main(argv=None) -> None:
 
         carry, keys = loop_init(consts, key)
         secs, faults, outs = interleaved({
-            "scan": lambda: scan_rollout(consts, state, key),
+            "scan": lambda: scan_run(consts, state, key),
             "loop": lambda: loop(loop_step),
             "loop+donate": lambda: loop(donate_step, copy=True),
             "1 step": lambda: loop_step(consts, carry, state, 0, keys),

@@ -3,8 +3,9 @@ r"""Touchdown simulator throughput: on-device `lax.scan` rollouts against a plai
   python -m experiments.benchmarks.touchdown_env_bench [--graph_dir=../shared/data/touchdown/graph]
 
 Random policies (uniform FORWARD/LEFT/RIGHT, never STOP) on the real 29,641-panorama graph; for each
-batch size, environment steps per second of (a) `ttw_jax.touchdown.env.rollout` (jit, vmap over
-the batch, scan over `horizon` steps, the random policy inside the scan) and (b) the pure-Python
+batch size, environment steps per second of (a) `ttw_jax.core.env.rollout` of the Touchdown `step`
+(jit, vmap over the batch, scan over `horizon` steps, the random policy inside the scan) and (b)
+the pure-Python
 reference simulator stepping every episode in a Python loop, in the same run.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ import jax
 import numpy as np
 from absl import app, flags
 
+from ttw_jax.core.env import batched, rollout
 from ttw_jax.touchdown import env as td
 from ttw_jax.touchdown.graph import compile_touchdown, read_graph_files
 from ttw_jax.touchdown.reference import TouchdownReference
@@ -28,11 +30,12 @@ flags.DEFINE_float("python_seconds", 3.0, "Approximate time budget of each Pytho
 
 
 def jax_steps_per_second(sim, batch: int, horizon: int, repeats: int) -> float:
-    run = jax.jit(lambda m, s, k: td.rollout(m, s, td.random_policy, None, k, horizon)[0].pano)
+    run = jax.jit(lambda m, s, k: rollout(td.step, m, s, td.random_policy, None, k,
+                                          horizon)[0].pano)
     rng = np.random.default_rng(batch)
     n = sim.graph.num_nodes
-    state = td.reset(sim, rng.integers(0, n, batch),
-                     np.asarray(sim.graph.headings)[rng.integers(0, n, batch), 0])
+    state = batched(td.reset)(sim, rng.integers(0, n, batch),
+                              np.asarray(sim.graph.headings)[rng.integers(0, n, batch), 0])
     run(sim, state, jax.random.key(0)).block_until_ready()   # compile
     best = float("inf")
     for r in range(repeats):

@@ -10,7 +10,8 @@ Multi-host (TPU pods, GPU clusters): pass --multihost on every host; each proces
 `jax.distributed.initialize()` and only process 0 logs and writes files.
 """
 from experiments.rxr import train
+from experiments.rxr.configs import default
 from ttw_jax.core.train.launch import launch
 
 if __name__ == "__main__":
-    launch(train.train_and_evaluate, "experiments/rxr/configs/default.py")
+    launch(train.train_and_evaluate, default)

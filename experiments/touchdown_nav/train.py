@@ -1,9 +1,12 @@
-"""Training and evaluation of Touchdown navigation agents (GA, RConcat).
+"""Training and evaluation of Touchdown navigation agents (GA, RConcat), and the baselines.
 
-`train_and_evaluate(config, workdir)` imitates the gold actions with the simulator inside
-`lax.scan` (teacher forcing), checkpoints with orbax (a killed run resumes with identical
-results), stops early on dev SPD, then reports TC / SPD / SED of the best parameters on every
-evaluation split beside the Stop / Frequent / Random baselines.
+`train_and_evaluate(config, workdir)` with `config.mode = "train"` imitates the gold actions with
+the simulator inside `lax.scan` (teacher forcing), checkpoints with orbax (a killed run resumes
+with identical results), stops early on the dev split's `eval.metric`, then reports TC / SPD / SED
+of the best parameters on every evaluation split beside the Stop / Frequent / Random baselines.
+`config.mode = "baselines"` trains nothing: it replays the gold actions through the simulator (a
+check of its rules) and runs the baselines on the evaluation splits (Chen et al. 2019, Table 3;
+`configs/baselines.py`).
 """
 from __future__ import annotations
 
@@ -13,13 +16,12 @@ from typing import Callable, Sequence
 import jax
 import jax.numpy as jnp
 import ml_collections
-import optax
+import numpy as np
 from flax.training import train_state
 
+from ttw_jax.core.env import PolicyFactory, replay_policy
 from ttw_jax.core.train import data_parallel as dp
-from ttw_jax.core.train.logging import MetricWriter
-from ttw_jax.core.train.loop import fit
-from ttw_jax.core.train.workdir import check_workdir_config, write_results
+from ttw_jax.core.train.run import EVAL, INIT, Run, check_eval, make_optimizer, splits
 from ttw_jax.core.vocab import Vocabulary
 from ttw_jax.touchdown import (env as td, episodes as nav_episodes, evaluation as nav_eval,
                                features as pano_features)
@@ -29,24 +31,28 @@ from ttw_jax.touchdown.losses import imitation_loss
 from ttw_jax.touchdown.reference import TouchdownReference
 
 BATCH_KEYS = ("start_pano", "start_heading", "tokens", "token_len", "gold", "gold_len")
-RESUMABLE_CHANGES = ("patience", "eval.", "data.eval_splits", "data.tfds_dir", "data.manual_dir",
-                     "data.graph_dir", "data.features")
+RESUMABLE_CHANGES = ("patience", "eval.batch_size", "eval.baselines", "eval.baseline_seeds",
+                     "data.eval_splits", "data.tfds_dir", "data.manual_dir", "data.graph_dir",
+                     "data.features")
+MODELS = ("ga", "rconcat")
+METRICS = ("tc", "spd", "sed")
+MODES = ("train", "baselines")
 
 
-def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
-    """Graph, features, vocabulary and padded episodes of every split the config names."""
+def load_data(config: ml_collections.ConfigDict, workdir: str, wanted: Sequence[str]) -> dict:
+    """Graph, features, vocabulary (built on `data.train_split` when it is wanted) and padded
+    episodes of the `wanted` splits."""
     d = config.data
-    splits = sorted({d.train_split, d.dev_split, *[s for s in d.eval_splits.split(",") if s]})
     graph, nodes, links, records = load_touchdown_split_records(
-        d.tfds_config, splits, tfds_dir=d.tfds_dir or None, manual_dir=d.manual_dir or None,
-        graph_dir=d.graph_dir or None)
-    vocab = Vocabulary.load_or_build(
-        os.path.join(workdir, "vocab.json"),
-        (r["navigation_text"] for r in records[d.train_split]), save=jax.process_index() == 0)
+        d.tfds_config, sorted(set(wanted)), tfds_dir=d.tfds_dir or None,
+        manual_dir=d.manual_dir or None, graph_dir=d.graph_dir or None)
+    texts = (r["navigation_text"] for r in records.get(d.train_split, []))
+    vocab = Vocabulary.load_or_build(os.path.join(workdir, "vocab.json"), texts,
+                                     save=jax.process_index() == 0)
     reference = TouchdownReference(links)
     episodes = {s: nav_episodes.episodes(records[s], nodes, reference, vocab, d.max_tokens,
-                                          d.max_route, max(config.train_horizon, config.test_horizon))
-                for s in splits}
+                                          d.max_route, max(config.train_horizon, config.eval.horizon))
+                for s in set(wanted)}
     if d.features:
         features = pano_features.load_pano_features(d.features, nodes)
     else:
@@ -57,96 +63,123 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
 
 def build_model(config: ml_collections.ConfigDict, vocab_size: int) -> Navigator:
     m = config.model
-    return Navigator(vocab_size, m.kind, m.embed_dim, m.text_hidden, m.hidden, m.conv_features,
+    return Navigator(vocab_size, m.name, m.embed_dim, m.text_hidden, m.hidden, m.conv_features,
                      m.action_dim)
 
 
-def create_train_state(config, model: Navigator, feature_dim: int, key: jax.Array):
+def init_params(config, model: Navigator, feature_dim: int, key: jax.Array):
     b, t = 2, 3
-    params = model.init(key, jnp.ones((b, 4), jnp.int32), jnp.full((b,), 4, jnp.int32),
-                        jnp.zeros((b, t, config.crop, feature_dim)), jnp.zeros((b, t), jnp.int32))
-    tx = optax.chain(optax.clip_by_global_norm(config.grad_clip), optax.adam(config.learning_rate))
-    return train_state.TrainState.create(apply_fn=model.apply, params=params, tx=tx)
+    return model.init(key, jnp.ones((b, 4), jnp.int32), jnp.full((b,), 4, jnp.int32),
+                      jnp.zeros((b, t, config.crop, feature_dim)), jnp.zeros((b, t), jnp.int32))
 
 
-def model_factory(model: Navigator, crop: int) -> nav_eval.PolicyFactory:
+def model_factory(model: Navigator, crop: int) -> PolicyFactory:
     """Greedy policy of the model; consts = (params, features, yaw)."""
-    def factory(consts, batch):
+    def factory(sim, consts, batch):
         params, features, yaw = consts
         text = model.apply(params, batch["tokens"], batch["token_len"], method=Navigator.encode)
         return navigator_policy(model, params, features, yaw, crop, text)
     return factory
 
 
+def gold_factory(sim, consts, batch):
+    """Replays the demonstrated actions (a check of the simulator's rules)."""
+    return replay_policy, batch["gold"]
+
+
+def evaluate_baselines(config, sim, data, split: str, hops, key) -> dict:
+    """{baseline: {tc, spd, sed}} on `split`: the mean over `eval.baseline_seeds` seeds (the
+    deterministic ones run once; seed i uses `fold_in(key, i)`, a single run `key` itself), with
+    `<metric>_std` when there are several."""
+    out = {}
+    for name in splits(config.eval.baselines):
+        run = nav_eval.make_rollout(nav_eval.baseline_factory(name), config.eval.horizon)
+        seeds = config.eval.baseline_seeds if name == "random" else 1
+        res = [nav_eval.evaluate(run, sim, None, data["episodes"][split], hops,
+                                 jax.random.fold_in(key, seed) if seeds > 1 else key,
+                                 config.eval.batch_size)
+               for seed in range(seeds)]
+        out[name] = {k: float(np.mean([r[k] for r in res])) for k in METRICS}
+        if seeds > 1:
+            out[name].update({f"{k}_std": float(np.std([r[k] for r in res])) for k in METRICS})
+    return out
+
+
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                        hooks: Sequence[Callable[[int], None]] = ()) -> dict:
-    """Trains, checkpoints into `workdir`, evaluates; returns (and writes) the results dict.
-    `hooks` are called with the step number after every training step."""
-    os.makedirs(workdir, exist_ok=True)
-    check_workdir_config(config, workdir, RESUMABLE_CHANGES)
-    data = load_data(config, workdir)
-    mesh = dp.make_mesh()
-    dp.check_batch_size(config.batch_size, mesh)
+    """Trains (or, in `baselines` mode, only evaluates) into `workdir`; returns (and writes) the
+    results dict. `hooks` are called with the step number after every training step."""
+    if config.mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {config.mode!r}")
+    if config.model.name not in MODELS:
+        raise ValueError(f"model.name must be one of {MODELS}, got {config.model.name!r}")
+    check_eval(config, METRICS)
+    run = Run.start(config, workdir, RESUMABLE_CHANGES)
+    if config.mode == "baselines":
+        return run_baselines(config, run)
+    d = config.data
+    data = load_data(config, workdir, [d.train_split, d.dev_split, *splits(d.eval_splits)])
     model = build_model(config, len(data["vocab"]))
-    base = jax.random.key(config.seed)
-    state = create_train_state(config, model, data["features"].shape[-1], jax.random.fold_in(base, 0))
-    writer = MetricWriter(workdir)
-    sim = dp.replicate(td.compile_sim(data["graph"]), mesh)
-    features = dp.replicate(jnp.asarray(data["features"]), mesh)
+    params = init_params(config, model, data["features"].shape[-1], run.key(INIT))
+    state = train_state.TrainState.create(apply_fn=model.apply, params=params,
+                                          tx=make_optimizer(config.optim, config.num_steps))
+    sim = run.replicate(td.compile_sim(data["graph"]))
+    features = run.replicate(jnp.asarray(data["features"]))
 
-    loss_fn = imitation_loss(model, config.crop, config.train_horizon)
-    train_step = dp.make_train_step(loss_fn, mesh, num_consts=2)
-    train_eps = data["episodes"][config.data.train_split]
-    sample = dp.episode_sampler({k: train_eps[k] for k in BATCH_KEYS}, config.batch_size, mesh)
-    rollout = nav_eval.make_rollout(model_factory(model, config.crop), config.test_horizon)
-    eval_splits = [s for s in config.data.eval_splits.split(",") if s]
+    train_step = dp.make_train_step(imitation_loss(model, config.crop, config.train_horizon),
+                                    run.mesh, num_consts=2)
+    train_eps = data["episodes"][d.train_split]
+    sample = dp.episode_sampler({k: train_eps[k] for k in BATCH_KEYS}, config.batch_size, run.mesh)
+    rollout = nav_eval.make_rollout(model_factory(model, config.crop), config.eval.horizon)
     hops = {s: nav_episodes.hops_to_goal(data["graph"], data["episodes"][s]["goal"])
-            for s in {config.data.dev_split, *eval_splits}}   # [E, N] each: not for train
-    eval_key = jax.random.fold_in(base, 2)
-    step_key = jax.random.fold_in(base, 1)
+            for s in {d.dev_split, *splits(d.eval_splits)}}   # [E, N] each: not for train
 
-    def step_fn(state, step):
-        k_data, k_step = jax.random.split(jax.random.fold_in(step_key, step))
-        return train_step(state, sample(k_data), k_step, sim, features)
-
-    def evaluate(params):
+    def evaluate(params, split=d.dev_split):
         ev = nav_eval.evaluate(rollout, sim, (params, features, sim.graph.yaw),
-                               data["episodes"][config.data.dev_split],
-                               hops[config.data.dev_split], eval_key, config.eval.batch_size)
-        return {k: ev[k] for k in ("tc", "spd", "sed")}
+                               data["episodes"][split], hops[split], run.key(EVAL),
+                               config.eval.batch_size)
+        return {k: ev[k] for k in METRICS}
 
-    state, best_params, meta = fit(
-        state, config=config, workdir=workdir, writer=writer,
-        place=lambda tree: dp.replicate(tree, mesh), step_fn=step_fn, evaluate=evaluate,
-        metric="spd", mode="min", eval_prefix="dev", hooks=hooks)
-    step = meta["step"]
+    state, best_params, meta = run.fit(state, run.step_fn(train_step, sample, sim, features),
+                                       evaluate, hooks=hooks)
+    results = {"config": config.to_dict(), "best_step": meta["best_step"],
+               "last_step": meta["step"], "agent": config.model.name}
+    for split in splits(d.eval_splits):
+        results[split] = {config.model.name: evaluate(best_params, split),
+                          "episodes": len(data["episodes"][split]["goal"]),
+                          **evaluate_baselines(config, sim, data, split, hops[split],
+                                               run.key(EVAL))}
+    return run.finish(results, format_results(results))
 
-    results = {"config": config.to_dict(), "best_step": meta["best_step"], "last_step": step,
-               "agent": config.model.kind}
-    consts = (best_params, features, sim.graph.yaw)
-    baselines = {name: nav_eval.make_rollout(nav_eval.baseline_factory(name), config.test_horizon)
-                 for name in config.eval.baselines.split(",") if name}   # compiled once each
-    for split in eval_splits:
-        ev = nav_eval.evaluate(rollout, sim, consts, data["episodes"][split], hops[split],
-                               eval_key, config.eval.batch_size)
-        results[split] = {config.model.kind: {k: ev[k] for k in ("tc", "spd", "sed")},
-                          "episodes": len(data["episodes"][split]["goal"])}
-        for name, run in baselines.items():
-            ev = nav_eval.evaluate(run, sim, None, data["episodes"][split], hops[split],
-                                   eval_key, config.eval.batch_size)
-            results[split][name] = {k: ev[k] for k in ("tc", "spd", "sed")}
-    write_results(workdir, results, format_results(results))
-    writer.close()
-    return results
+
+def run_baselines(config: ml_collections.ConfigDict, run: Run) -> dict:
+    """Gold replay and the baselines on every evaluation split, nothing trained."""
+    data = load_data(config, run.workdir, splits(config.data.eval_splits))
+    sim = td.compile_sim(data["graph"])
+    results = {"config": config.to_dict(), "agent": "gold", "horizon": config.eval.horizon}
+    for split in splits(config.data.eval_splits):
+        eps = data["episodes"][split]
+        hops = nav_episodes.hops_to_goal(data["graph"], eps["goal"])
+        gold = nav_eval.evaluate(nav_eval.make_rollout(gold_factory, eps["gold"].shape[1]), sim,
+                                 None, eps, hops, run.key(EVAL), config.eval.batch_size)
+        results[split] = {"episodes": len(eps["goal"]),
+                          "gold": {**{k: gold[k] for k in METRICS},
+                                   "tc_count": int(gold["episodes"]["tc"].sum())},
+                          **evaluate_baselines(config, sim, data, split, hops, run.key(EVAL))}
+    return run.finish(results, format_results(results))
 
 
 def format_results(results: dict) -> str:
-    lines = [f"Touchdown navigation ({results['agent']}, best step {results['best_step']}):",
-             f"{'split':8s} {'agent':10s} {'TC':>7s} {'SPD':>7s} {'SED':>7s}"]
+    head = (f"best step {results['best_step']}" if "best_step" in results
+            else f"baselines, horizon {results['horizon']}")
+    lines = [f"Touchdown navigation ({results['agent']}, {head}):",
+             f"{'split':10s} {'agent':10s} {'TC':>7s} {'SPD':>7s} {'SED':>7s}"]
     for split, res in results.items():
         if isinstance(res, dict) and "episodes" in res:
             for agent, m in res.items():
                 if agent != "episodes":
-                    lines.append(f"{split:8s} {agent:10s} {m['tc']:7.3f} {m['spd']:7.2f} "
-                                 f"{m['sed']:7.3f}")
+                    std = (f"   (std over seeds: {m['tc_std']:.4f} {m['spd_std']:.2f} "
+                           f"{m['sed_std']:.4f})" if "tc_std" in m else "")
+                    lines.append(f"{split:10s} {agent:10s} {m['tc']:7.4f} {m['spd']:7.2f} "
+                                 f"{m['sed']:7.4f}{std}")
     return "\n".join(lines)

@@ -14,23 +14,21 @@ from typing import Callable, Sequence
 import jax
 import ml_collections
 import numpy as np
-import optax
 from flax.training import train_state
 
 from ttw_datasets.touchdown import touchdown_dataset_builder as td_builder
 from ttw_jax.core.train import data_parallel as dp
-from ttw_jax.core.train.logging import MetricWriter
-from ttw_jax.core.train.loop import fit
-from ttw_jax.core.train.workdir import check_workdir_config, write_results
+from ttw_jax.core.train.run import INIT, STEPS, Run, check_eval, make_optimizer
 from ttw_jax.core.vocab import Vocabulary
 from ttw_jax.touchdown.dataset import prepare
 from ttw_jax.touchdown.sdr import figures, metrics as sdr_metrics
 from ttw_jax.touchdown.sdr.evaluation import baseline_pixels, evaluate, make_predictor
 from ttw_jax.touchdown.sdr.losses import make_loss
-from ttw_jax.touchdown.sdr.models import build_sdr_model
+from ttw_jax.touchdown.sdr.models import SDR_MODELS, build_sdr_model
 
-RESUMABLE_CHANGES = ("patience", "eval.", "data.eval_splits", "data.tfds_dir", "data.manual_dir",
-                     "write_plots", "num_heatmaps")
+RESUMABLE_CHANGES = ("patience", "eval.batch_size", "eval.baselines", "data.eval_splits",
+                     "data.tfds_dir", "data.manual_dir", "write_plots", "num_heatmaps")
+METRICS = ("acc@40", "acc@80", "acc@120", "consistency", "distance")
 
 
 def split_tune(split: dict, fraction: float, seed: int) -> tuple[dict, dict]:
@@ -68,10 +66,12 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
     return dict(splits=out, vocab=vocab)
 
 
-def learning_rate(config) -> float:
-    if config.learning_rate > 0:
-        return config.learning_rate
-    return 5e-4 if config.model.name == "lingunet" else 1e-3
+def optimizer_config(config) -> ml_collections.ConfigDict:
+    """`config.optim`, with the paper's learning rate for the model when it is <= 0."""
+    optim = ml_collections.ConfigDict(config.optim.to_dict())
+    if optim.learning_rate <= 0:
+        optim.learning_rate = 5e-4 if config.model.name == "lingunet" else 1e-3
+    return optim
 
 
 def build_model(config, vocab_size: int):
@@ -84,31 +84,30 @@ def build_model(config, vocab_size: int):
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                        hooks: Sequence[Callable[[int], None]] = ()) -> dict:
     """Trains, checkpoints into `workdir`, evaluates; returns (and writes) the results dict."""
-    os.makedirs(workdir, exist_ok=True)
-    check_workdir_config(config, workdir, RESUMABLE_CHANGES)
+    if config.model.name not in SDR_MODELS:
+        raise ValueError(f"model.name must be one of {tuple(SDR_MODELS)}, got "
+                         f"{config.model.name!r}")
+    check_eval(config, METRICS)
+    run = Run.start(config, workdir, RESUMABLE_CHANGES)
     data = load_data(config, workdir)
     splits = data["splits"]
     train = splits["train"]
-    mesh = dp.make_mesh()
-    dp.check_batch_size(config.batch_size, mesh)
     model = build_model(config, len(data["vocab"]))
-    base = jax.random.key(config.seed)
-    params = model.init(jax.random.fold_in(base, 0), train["tokens"][:2], train["token_len"][:2],
+    params = model.init(run.key(INIT), train["tokens"][:2], train["token_len"][:2],
                         train["features"][:2].astype(np.float32))
-    tx = optax.adam(learning_rate(config))
-    state = train_state.TrainState.create(apply_fn=model.apply, params=params, tx=tx)
-    writer = MetricWriter(workdir)
-
-    train_step = dp.make_train_step(make_loss(model, config.sigma), mesh)
+    state = train_state.TrainState.create(
+        apply_fn=model.apply, params=params,
+        tx=make_optimizer(optimizer_config(config), config.num_steps))
+    train_step = dp.make_train_step(make_loss(model, config.sigma), run.mesh)
     predict = make_predictor(model)
     keys = ("features", "center", "tokens", "token_len")
-    step_key = jax.random.fold_in(base, 1)
+    step_key = run.key(STEPS)
 
     def step_fn(state, step):
         # Batches are drawn on the host from (seed, step), so a resumed run sees the same data.
         idx = np.random.default_rng((config.seed, step)).integers(0, len(train["center"]),
                                                                   config.batch_size)
-        batch = dp.shard_global({k: train[k][idx] for k in keys}, dp.batch_sharded(mesh))
+        batch = dp.shard_global({k: train[k][idx] for k in keys}, dp.batch_sharded(run.mesh))
         return train_step(state, batch, jax.random.fold_in(step_key, step))
 
     def tune_metrics(params):
@@ -116,10 +115,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                               config.data.image_width)
         return metrics
 
-    state, best_params, meta = fit(
-        state, config=config, workdir=workdir, writer=writer,
-        place=lambda tree: dp.replicate(tree, mesh), step_fn=step_fn, evaluate=tune_metrics,
-        metric="acc@80", mode="max", eval_prefix="tune", hooks=hooks)
+    state, best_params, meta = run.fit(state, step_fn, tune_metrics, eval_prefix="tune",
+                                       hooks=hooks)
 
     results = {"config": config.to_dict(), "model": config.model.name,
                "best_step": meta["best_step"], "last_step": meta["step"],
@@ -140,9 +137,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
             figures.plot_sdr_heatmaps(np.abs(s["features"][:keep].astype(np.float32)).mean(-1), probs,
                                   np.asarray(sdr_metrics.center_to_pixel(s["center"][:keep], h, w)),
                                   s["text"][:keep], os.path.join(workdir, "heatmaps.png"))
-    write_results(workdir, results, format_results(results))
-    writer.close()
-    return results
+    return run.finish(results, format_results(results))
 
 
 def format_results(results: dict) -> str:

@@ -7,7 +7,6 @@ beside the Bayes upper bounds, and the full-task success rate (Algorithm 1).
 """
 from __future__ import annotations
 
-import json
 import os
 from typing import Callable, Sequence
 
@@ -15,14 +14,11 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
-import optax
 from flax.training import train_state
 
 from ttw_jax.core import viz
 from ttw_jax.core.train import data_parallel as dp
-from ttw_jax.core.train.logging import MetricWriter
-from ttw_jax.core.train.loop import fit
-from ttw_jax.core.train.workdir import check_workdir_config
+from ttw_jax.core.train.run import EVAL, INIT, Run, check_eval, make_optimizer
 from ttw_jax.talk_the_walk import env as grid, figures, maps, walks
 from ttw_jax.talk_the_walk.emergent.evaluation import evaluate_full_task, make_evaluator
 from ttw_jax.talk_the_walk.emergent.losses import localization_loss
@@ -36,6 +32,7 @@ MASK_SEQUENCES = ((grid.UP, grid.UP, grid.UP), (grid.RIGHT, grid.RIGHT, grid.RIG
 # Settings that may change when a run is resumed; anything else must match the checkpoints.
 # (Not num_steps: it sets the length of the cosine learning-rate schedule.)
 RESUMABLE_CHANGES = ("patience", "write_plots", "full_task", "eval.chunk_size")
+MODELS = ("masc", "no_masc")
 
 
 def load_data(config: ml_collections.ConfigDict) -> dict[str, maps.Windows]:
@@ -44,32 +41,22 @@ def load_data(config: ml_collections.ConfigDict) -> dict[str, maps.Windows]:
 
 
 def build_model(config: ml_collections.ConfigDict) -> Localizer:
-    if config.comm not in ("continuous", "discrete"):
-        raise ValueError(f"config.comm must be 'continuous' or 'discrete', got {config.comm!r}")
-    return Localizer(T=config.T, features=config.features, num_landmark_ids=maps.NUM_LANDMARK_IDS,
-                     masc=config.masc, discrete=config.comm == "discrete",
-                     kernel_init=config.kernel_init, tourist_init_std=config.tourist_init_std,
-                     tourist_gate_init=config.tourist_gate_init)
+    m = config.model
+    if m.name not in MODELS:
+        raise ValueError(f"model.name must be one of {MODELS}, got {m.name!r}")
+    if m.comm not in ("continuous", "discrete"):
+        raise ValueError(f"model.comm must be 'continuous' or 'discrete', got {m.comm!r}")
+    return Localizer(T=config.T, features=m.features, num_landmark_ids=maps.NUM_LANDMARK_IDS,
+                     masc=m.name == "masc", discrete=m.comm == "discrete",
+                     kernel_init=m.kernel_init, tourist_init_std=m.tourist_init_std,
+                     tourist_gate_init=m.tourist_gate_init)
 
 
-def create_train_state(config, model: Localizer, table: np.ndarray, key: jax.Array):
+def init_params(config, model: Localizer, table: np.ndarray, key: jax.Array):
     k_params, k_comm, k_data = jax.random.split(key, 3)
     ex = walks.sample_batch(k_data, jnp.asarray(table), 2, config.T)
-    params = model.init({"params": k_params, "comm": k_comm}, ex["obs"], ex["actions"],
-                        ex["landmarks"])["params"]
-    return train_state.TrainState.create(apply_fn=model.apply, params=params,
-                                         tx=optax.adam(learning_rate_schedule(config)))
-
-
-def learning_rate_schedule(config: ml_collections.ConfigDict):
-    """'constant', or 'cosine': linear warm-up then cosine decay to 1% over `num_steps`."""
-    if config.lr_schedule == "constant":
-        return config.learning_rate
-    if config.lr_schedule == "cosine":
-        return optax.warmup_cosine_decay_schedule(
-            0.0, config.learning_rate, config.warmup_steps, max(config.num_steps, config.warmup_steps + 1),
-            end_value=0.01 * config.learning_rate)
-    raise ValueError(f"config.lr_schedule must be 'constant' or 'cosine', got {config.lr_schedule!r}")
+    return model.init({"params": k_params, "comm": k_comm}, ex["obs"], ex["actions"],
+                      ex["landmarks"])["params"]
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
@@ -79,36 +66,28 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     `hooks` are called with the step number after every training step (tests use one to
     simulate a crash).
     """
-    os.makedirs(workdir, exist_ok=True)
+    check_eval(config, ("accuracy",))
     model = build_model(config)
-    learning_rate_schedule(config)            # bad settings fail before any work is done
+    tx = make_optimizer(config.optim, config.num_steps)  # bad settings fail before any work
+    run = Run.start(config, workdir, RESUMABLE_CHANGES)
     data = load_data(config)
     tables = {s: w.landmarks for s, w in data.items()}
-    mesh = dp.make_mesh()
-    dp.check_batch_size(config.batch_size, mesh)
-    base = jax.random.key(config.seed)
-    state = create_train_state(config, model, tables["train"], jax.random.fold_in(base, 0))
-    check_workdir_config(config, workdir, RESUMABLE_CHANGES)
-    writer = MetricWriter(workdir)
-
-    loss_fn = localization_loss(model.apply, discrete=config.comm == "discrete")
-    train_step = dp.make_train_step(loss_fn, mesh)
-    train_table = dp.replicate(jnp.asarray(tables["train"]), mesh)
-    sample = jax.jit(lambda k, tbl: walks.sample_batch(k, tbl, config.batch_size, config.T),
-                     out_shardings=dp.batch_sharded(mesh))
-    evaluate = make_evaluator(model, mesh, config.eval.chunk_size, config.eval.greedy_messages)
+    state = train_state.TrainState.create(
+        apply_fn=model.apply, params=init_params(config, model, tables["train"], run.key(INIT)),
+        tx=tx)
+    discrete = config.model.comm == "discrete"
+    train_step = dp.make_train_step(localization_loss(model.apply, discrete=discrete), run.mesh)
+    train_table = run.replicate(jnp.asarray(tables["train"]))
+    sample_walks = jax.jit(lambda k, tbl: walks.sample_batch(k, tbl, config.batch_size, config.T),
+                           out_shardings=dp.batch_sharded(run.mesh))
+    sample = lambda k: sample_walks(k, train_table)
+    evaluate = make_evaluator(model, run.mesh, config.eval.chunk_size, config.eval.greedy_messages)
     examples = {s: walks.enumerate_walks(t, config.T) for s, t in tables.items()}
-    step_key = jax.random.fold_in(base, 1)
 
-    def step_fn(state, step):
-        k_data, k_comm = jax.random.split(jax.random.fold_in(step_key, step))
-        return train_step(state, sample(k_data, train_table), k_comm)
-
-    state, best_params, meta = fit(
-        state, config=config, workdir=workdir, writer=writer,
-        place=lambda tree: dp.replicate(tree, mesh), step_fn=step_fn,
-        evaluate=lambda params: {"accuracy": evaluate(params, examples["valid"])},
-        metric="accuracy", mode="max", eval_prefix="valid", hooks=hooks)
+    state, best_params, meta = run.fit(
+        state, run.step_fn(train_step, sample),
+        lambda params: {"accuracy": evaluate(params, examples["valid"])},
+        eval_prefix="valid", hooks=hooks)
     step = meta["step"]
 
     results = {"config": config.to_dict(), "best_step": meta["best_step"], "last_step": step}
@@ -118,7 +97,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         results[split] = {"accuracy": evaluate(best_params, examples[split]),
                           "upper_bound": correct / total, "upper_bound_no_actions": correct_na / total,
                           "examples": total}
-    ft_key = jax.random.fold_in(base, 2)
+    ft_key = run.key(EVAL)
     for split in [s for s in config.full_task.splits.split(",") if s]:
         results[split]["full_task"] = evaluate_full_task(
             model, best_params, tables[split],
@@ -127,20 +106,15 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
             max_evals=config.full_task.max_evals, greedy=config.full_task.greedy,
             greedy_messages=config.eval.greedy_messages)
 
-    if jax.process_index() == 0:
-        with open(os.path.join(workdir, "results.json"), "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=2)
-        if config.write_plots:
-            write_plots(config, model, best_params, writer.history(), results, workdir)
-        print(format_results(results))
-    writer.close()
-    return results
+    if jax.process_index() == 0 and config.write_plots:
+        write_plots(config, model, best_params, run.writer.history(), results, workdir)
+    return run.finish(results, format_results(results))
 
 
 def write_plots(config, model: Localizer, params, history, results, workdir: str) -> None:
     viz.plot_learning_curve(history, os.path.join(workdir, "learning_curve.png"),
                             hlines={"valid upper bound": results["valid"]["upper_bound"]})
-    if config.masc and config.T > 0:
+    if config.model.name == "masc" and config.T > 0:
         seqs = np.asarray([s[:config.T] + (grid.UP,) * (config.T - len(s)) for s in MASK_SEQUENCES])
         masks = model.apply({"params": params}, jnp.asarray(seqs), method=Localizer.masks)
         labels = ["-".join(grid.ACTION_NAMES[a] for a in s) for s in seqs]
@@ -149,7 +123,8 @@ def write_plots(config, model: Localizer, params, history, results, workdir: str
 
 def format_results(results: dict) -> str:
     c = results["config"]
-    lines = [f"T={c['T']} comm={c['comm']} masc={c['masc']} L={c['features']} "
+    m = c["model"]
+    lines = [f"T={c['T']} {m['name']} comm={m['comm']} L={m['features']} "
              f"(best step {results['best_step']} of {results['last_step']})",
              f"{'split':<6} {'accuracy':>9} {'upper bound':>12} {'UB no actions':>14} {'full-task success':>18} {'mean steps':>11}"]
     for split in maps.SPLITS:

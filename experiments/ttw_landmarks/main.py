@@ -7,7 +7,8 @@ r"""Launcher: Talk The Walk landmark classification (Appendix F).
 Trains in seconds on a CPU; writes `<workdir>/results.json` and prints the summary table.
 """
 from experiments.ttw_landmarks import train
+from experiments.ttw_landmarks.configs import default
 from ttw_jax.core.train.launch import launch
 
 if __name__ == "__main__":
-    launch(train.train_and_evaluate, "experiments/ttw_landmarks/configs/default.py")
+    launch(train.train_and_evaluate, default)

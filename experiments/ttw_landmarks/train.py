@@ -2,15 +2,14 @@
 
 `train_and_evaluate(config, workdir)` trains a `LandmarkClassifier` with Adam(W) on the training
 corners (full batch by default) under inverse-frequency weighted binary cross-entropy, keeps the
-parameters with the best validation F1 (`config.select_metric`), and reports micro/macro
+parameters with the best validation F1 (`eval.metric`), and reports micro/macro
 precision, recall and F1 on train/valid/test for the model and the 'all positive' and 'random'
 (each class with probability `config.random_p`) baselines. A class is predicted when its logit
 is > 0. The whole run takes seconds, so there is no checkpointing (orbax) and no resuming: a
-rerun starts again and overwrites `<workdir>/results.json`.
+rerun with the same config starts again and overwrites `<workdir>/results.json` and
+`metrics.jsonl` (another config in the same workdir is refused, as for every trainer).
 """
 from __future__ import annotations
-
-import os
 
 import jax
 import jax.numpy as jnp
@@ -18,7 +17,7 @@ import ml_collections
 import numpy as np
 import optax
 
-from ttw_jax.core.train.workdir import write_results
+from ttw_jax.core.train.run import INIT, STEPS, Run, check_eval, make_optimizer
 from ttw_jax.talk_the_walk import maps
 from ttw_jax.talk_the_walk.landmarks import features as lf
 from ttw_jax.talk_the_walk.landmarks.losses import landmark_loss, pos_weights
@@ -28,6 +27,7 @@ from ttw_jax.talk_the_walk.landmarks.model import LandmarkClassifier
 
 METHODS = ("model", "all_positive", "random")
 SELECT_METRICS = ("micro_f1", "macro_f1")
+MODELS = ("landmark_classifier",)
 
 
 def load_data(config: ml_collections.ConfigDict) -> dict[str, dict[str, np.ndarray]]:
@@ -79,25 +79,28 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     """Trains, selects on validation F1, evaluates; returns (and writes) the results dict:
     {config, best_step, pos_weight, corners, history, train/valid/test: {model, all_positive,
     random: scores}} (scores as in `summarize`)."""
-    if config.select_metric not in SELECT_METRICS:
-        raise ValueError(f"config.select_metric must be one of {SELECT_METRICS}, got "
-                         f"{config.select_metric!r}")
+    check_eval(config, SELECT_METRICS)
+    if config.eval.mode != "max":
+        raise ValueError(f"eval.mode must be 'max' for F1, got {config.eval.mode!r}")
     if config.eval_every < 1 or config.num_steps < config.eval_every:
         raise ValueError("need 1 <= config.eval_every <= config.num_steps")
-    os.makedirs(workdir, exist_ok=True)
+    if config.model.name not in MODELS:
+        raise ValueError(f"model.name must be one of {MODELS}, got {config.model.name!r}")
+    tx = make_optimizer(config.optim, config.num_steps)
+    run = Run.start(config, workdir, batch_sizes=())
     data = load_data(config)
     train = data["train"]
     n_train = len(train["keys"])
-    model = LandmarkClassifier(hidden=config.hidden, num_classes=lf.NUM_CLASSES, pool=config.pool,
-                               dropout=config.dropout)
-    base = jax.random.key(config.seed)
-    params = model.init(jax.random.fold_in(base, 0), jnp.asarray(train["features"][:1]))["params"]
-    tx = optax.adamw(config.learning_rate, weight_decay=config.weight_decay)
+    m = config.model
+    model = LandmarkClassifier(hidden=m.hidden, num_classes=lf.NUM_CLASSES, pool=m.pool,
+                               dropout=m.dropout)
+    params = model.init(run.key(INIT), jnp.asarray(train["features"][:1]))["params"]
     opt_state = tx.init(params)
+    run.writer.truncate_after(0)               # a rerun starts the history again
     pw = pos_weights(train["labels"], config.max_pos_weight)
     loss_fn = landmark_loss(model.apply, pw)
     x_train, y_train = jnp.asarray(train["features"]), jnp.asarray(train["labels"])
-    step_key = jax.random.fold_in(base, 1)
+    step_key = run.key(STEPS)
     batch_size = config.batch_size
 
     def step(i, carry):
@@ -127,8 +130,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
         m = multilabel_metrics(np.asarray(predict(params, inputs["valid"])), data["valid"]["labels"])
         history.append({"step": now, "loss": float(loss), "valid_micro_f1": m["micro_f1"],
                         "valid_macro_f1": m["macro_f1"]})
-        if m[config.select_metric] > best:
-            best, best_params, best_step = m[config.select_metric], params, now
+        run.writer.write(now, {"train/loss": float(loss), "valid/micro_f1": m["micro_f1"],
+                               "valid/macro_f1": m["macro_f1"]})
+        if m[config.eval.metric] > best:
+            best, best_params, best_step = m[config.eval.metric], params, now
 
     results = {"config": config.to_dict(), "best_step": best_step, "num_steps": config.num_steps,
                "class_names": list(lf.CLASS_NAMES), "pos_weight": pw.tolist(),
@@ -138,8 +143,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
                  "all_positive": all_positive(v["labels"].shape),
                  "random": random_positive(v["labels"].shape, config.seed * 10 + i, config.random_p)}
         results[split] = {k: summarize(multilabel_metrics(p, v["labels"])) for k, p in preds.items()}
-    write_results(workdir, results, format_results(results))
-    return results
+    return run.finish(results, format_results(results))
 
 
 def format_results(results: dict) -> str:

@@ -8,7 +8,8 @@ Multi-host (TPU pods, GPU clusters): pass --multihost on every host; each proces
 `jax.distributed.initialize()` and only process 0 logs and writes files.
 """
 from experiments.ttw_language import train
+from experiments.ttw_language.configs import default
 from ttw_jax.core.train.launch import launch
 
 if __name__ == "__main__":
-    launch(train.train_and_evaluate, "experiments/ttw_language/configs/default.py")
+    launch(train.train_and_evaluate, default)

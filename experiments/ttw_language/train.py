@@ -23,14 +23,11 @@ from typing import Callable, Sequence
 import jax
 import jax.numpy as jnp
 import ml_collections
-import optax
 from flax.training import train_state
 
 from ttw_jax.core.chunks import map_in_chunks
 from ttw_jax.core.train import data_parallel as dp
-from ttw_jax.core.train.logging import MetricWriter
-from ttw_jax.core.train.loop import fit
-from ttw_jax.core.train.workdir import check_workdir_config, write_results
+from ttw_jax.core.train.run import Run, make_optimizer, optim_config
 from ttw_jax.core.vocab import Vocabulary
 from ttw_jax.talk_the_walk import maps, walks as localization
 from ttw_jax.talk_the_walk.language import (dataset as ttw_language_data, dialogues as td,
@@ -82,27 +79,20 @@ def stage_config(config: ml_collections.ConfigDict, stage: ml_collections.Config
     return c
 
 
-def run_stage(config, stage, workdir: str, name: str, params, loss_fn: Callable,
-              sample: Callable, evaluate: Callable, metric: str, mode: str, mesh, key,
-              consts: Sequence = (), hooks=()):
-    """Trains `params` with Adam on `loss_fn` (batches from sample(key)) under `fit` in
-    `<workdir>/<name>`; returns (best params, meta)."""
-    stage_dir = os.path.join(workdir, name)
+def run_stage(run: Run, stage, name: str, params, loss_fn: Callable, sample: Callable,
+              evaluate: Callable, metric: str, mode: str, key, consts: Sequence = (), hooks=()):
+    """Trains `params` with Adam at `stage.learning_rate` on `loss_fn` (batches from sample(key))
+    in `<workdir>/<name>`; returns (best params, meta)."""
+    stage_dir = os.path.join(run.workdir, name)
     os.makedirs(stage_dir, exist_ok=True)
-    state = train_state.TrainState.create(apply_fn=None, params=params,
-                                          tx=optax.adam(stage.learning_rate))
-    train_step = dp.make_train_step(loss_fn, mesh, num_consts=len(consts))
-    consts = tuple(dp.replicate(c, mesh) for c in consts)
-    writer = MetricWriter(stage_dir)
-
-    def step_fn(state, step):
-        k_data, k_rng = jax.random.split(jax.random.fold_in(key, step))
-        return train_step(state, sample(k_data), k_rng, *consts)
-
-    _, best, meta = fit(state, config=stage_config(config, stage), workdir=stage_dir,
-                        writer=writer, place=lambda t: dp.replicate(t, mesh), step_fn=step_fn,
-                        evaluate=evaluate, metric=metric, mode=mode, hooks=hooks)
-    writer.close()
+    state = train_state.TrainState.create(
+        apply_fn=None, params=params,
+        tx=make_optimizer(optim_config(stage.learning_rate), stage.num_steps))
+    train_step = dp.make_train_step(loss_fn, run.mesh, num_consts=len(consts))
+    step_fn = run.step_fn(train_step, sample, *(run.replicate(c) for c in consts), key=key)
+    _, best, meta = run.fit(state, step_fn, evaluate, eval_prefix="valid", hooks=hooks,
+                            workdir=stage_dir, config=stage_config(run.config, stage),
+                            metric=metric, mode=mode)
     return jax.device_get(best), meta
 
 
@@ -122,7 +112,8 @@ def _take(arrays: dict, keys) -> dict:
     return {k: arrays[k] for k in keys if k in arrays}
 
 
-def train_tourist(config, data, mesh, workdir, key, hooks):
+def train_tourist(run: Run, data, key, hooks):
+    config, mesh = run.config, run.mesh
     vocab_size = len(data["vocab"])
     model = build_tourist(config, vocab_size)
     train = _take(data["human"][1]["train"], HUMAN_KEYS)
@@ -143,8 +134,8 @@ def train_tourist(config, data, mesh, workdir, key, hooks):
                 "token_accuracy": float(out["correct"].sum()) / tokens}
 
     sample = dp.episode_sampler(train, config.tourist.batch_size, mesh)
-    params, meta = run_stage(config, config.tourist, workdir, "tourist", params, loss_fn, sample,
-                             evaluate, "ce", "min", mesh, jax.random.fold_in(key, 1), hooks=hooks)
+    params, meta = run_stage(run, config.tourist, "tourist", params, loss_fn, sample, evaluate,
+                             "ce", "min", jax.random.fold_in(key, 1), hooks=hooks)
     return model, params, {"best_step": meta["best_step"], "valid": evaluate(params)}
 
 
@@ -171,7 +162,8 @@ def init_guide(guide, key, message_len: int, k: int):
                       jnp.zeros((b, maps.WINDOW, maps.WINDOW, k), jnp.int32))["params"]
 
 
-def train_human_guide(config, data, mesh, workdir, key, ctx: int, masc: bool, hooks):
+def train_human_guide(run: Run, data, key, ctx: int, masc: bool, hooks):
+    config, mesh = run.config, run.mesh
     guide = build_guide(config, len(data["vocab"]), masc)
     sets = data["human"][ctx]
     keys = ("message", "message_len", "landmarks", "target")
@@ -181,9 +173,9 @@ def train_human_guide(config, data, mesh, workdir, key, ctx: int, masc: bool, ho
     evaluate = make_guide_evaluator(guide, config.eval.batch_size, predict_T=True)
     sample = dp.episode_sampler(_take(sets["train"], keys), config.guide.batch_size, mesh)
     name = f"guide_human_c{ctx}_{'masc' if masc else 'nomasc'}"
-    params, meta = run_stage(config, config.guide, workdir, name, params, loss_fn, sample,
+    params, meta = run_stage(run, config.guide, name, params, loss_fn, sample,
                              lambda p: {"accuracy": evaluate(p, sets["valid"])}, "accuracy",
-                             "max", mesh, jax.random.fold_in(key, 1), hooks=hooks)
+                             "max", jax.random.fold_in(key, 1), hooks=hooks)
     return {"best_step": meta["best_step"],
             **{s: evaluate(params, sets[s]) for s in maps.SPLITS}}
 
@@ -213,7 +205,8 @@ def make_generator(config, tourist):
     return generate
 
 
-def train_generated_guide(config, data, tourist, tparams, mesh, workdir, key, T: int, hooks):
+def train_generated_guide(run: Run, data, tourist, tparams, key, T: int, hooks):
+    config, mesh = run.config, run.mesh
     vocab_size = len(data["vocab"])
     guide = build_guide(config, vocab_size, True)
     k = data["tables"]["train"].shape[-1]
@@ -236,9 +229,9 @@ def train_generated_guide(config, data, tourist, tparams, mesh, workdir, key, T:
     generate = make_generator(config, tourist)
     valid = generate(tparams, walks["valid"], decode, jax.random.fold_in(key, 3))
     loss_fn = nl_losses.guide_loss(guide.apply, "fixed")
-    params, meta = run_stage(config, config.generated, workdir, f"guide_generated_T{T}", params,
-                             loss_fn, sample, lambda p: {"accuracy": evaluate(p, valid)},
-                             "accuracy", "max", mesh, jax.random.fold_in(key, 1), hooks=hooks)
+    params, meta = run_stage(run, config.generated, f"guide_generated_T{T}", params, loss_fn,
+                             sample, lambda p: {"accuracy": evaluate(p, valid)}, "accuracy",
+                             "max", jax.random.fold_in(key, 1), hooks=hooks)
     result = {"best_step": meta["best_step"]}
     for s in maps.SPLITS:
         result[s] = {d: evaluate(params, generate(tparams, walks[s], d, jax.random.fold_in(key, 4)))
@@ -246,10 +239,11 @@ def train_generated_guide(config, data, tourist, tparams, mesh, workdir, key, T:
     return guide, params, walks, result
 
 
-def fine_tune_tourist(config, data, tourist, tparams, guide, gparams, walks, mesh, workdir, key,
-                      T: int, hooks):
+def fine_tune_tourist(run: Run, data, tourist, tparams, guide, gparams, walks, key, T: int,
+                      hooks):
     """Policy gradient for the tourist against the frozen T-step guide; returns its params and
     the guide's accuracy with each decoding, before and after."""
+    config, mesh = run.config, run.mesh
     train_table = dp.replicate(jnp.asarray(data["tables"]["train"]), mesh)
 
     @jax.jit
@@ -270,10 +264,10 @@ def fine_tune_tourist(config, data, tourist, tparams, guide, gparams, walks, mes
 
     loss_fn = nl_losses.tourist_pg_loss(tourist, guide, config.data.generated_len,
                                         reward=config.pg.reward)
-    params, meta = run_stage(config, config.pg, workdir, f"pg_T{T}", tparams, loss_fn, sample,
+    params, meta = run_stage(run, config.pg, f"pg_T{T}", tparams, loss_fn, sample,
                              lambda p: {"accuracy": accuracy_with(p, "valid", "sample", draw=6)},
-                             "accuracy", "max", mesh, jax.random.fold_in(key, 1),
-                             consts=(gparams,), hooks=hooks)
+                             "accuracy", "max", jax.random.fold_in(key, 1), consts=(gparams,),
+                             hooks=hooks)
     result = {"best_step": meta["best_step"], "T": T}
     for s in maps.SPLITS:
         result[s] = {f"{who}_{d}": accuracy_with(tp, s, d)
@@ -295,42 +289,34 @@ def evaluate_full_task(config, data, tourist, tparams, guide, gparams, T: int, k
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                        hooks: Sequence[Callable[[int], None]] = ()) -> dict:
     """Runs every stage (see the module docstring); returns (and writes) the results dict."""
-    os.makedirs(workdir, exist_ok=True)
-    check_workdir_config(config, workdir, RESUMABLE_CHANGES)
+    run = Run.start(config, workdir, RESUMABLE_CHANGES,
+                    batch_sizes=(config.tourist.batch_size, config.guide.batch_size,
+                                 config.generated.batch_size, config.pg.batch_size))
     data = load_data(config, workdir)
-    mesh = dp.make_mesh()
-    for b in (config.tourist.batch_size, config.guide.batch_size, config.generated.batch_size,
-              config.pg.batch_size):
-        dp.check_batch_size(b, mesh)
-    base = jax.random.key(config.seed)
     results = {"config": config.to_dict(), "vocab_size": len(data["vocab"]),
                "dialogues": data["num_dialogues"],
                "examples": {s: int(len(data["human"][1][s]["target"])) for s in maps.SPLITS}}
 
-    tourist, tparams, results["tourist"] = train_tourist(config, data, mesh, workdir,
-                                                         jax.random.fold_in(base, 0), hooks)
+    tourist, tparams, results["tourist"] = train_tourist(run, data, run.key(0), hooks)
     results["human"] = {}
     for ctx in _ints(config.contexts):
         for masc in ((True, False) if config.compare_masc else (True,)):
             name = f"c{ctx}_{'masc' if masc else 'nomasc'}"
-            results["human"][name] = train_human_guide(
-                config, data, mesh, workdir, jax.random.fold_in(base, 100 + 2 * ctx + masc),
-                ctx, masc, hooks)
+            results["human"][name] = train_human_guide(run, data, run.key(100 + 2 * ctx + masc),
+                                                       ctx, masc, hooks)
     results["generated"], results["full_task"] = {}, {}
     for T in _ints(config.generated.Ts):
-        key = jax.random.fold_in(base, 200 + T)
+        key = run.key(200 + T)
         guide, gparams, walks, results["generated"][f"T{T}"] = train_generated_guide(
-            config, data, tourist, tparams, mesh, workdir, key, T, hooks)
+            run, data, tourist, tparams, key, T, hooks)
         if T == config.pg.T and config.pg.num_steps > 0:
             pg_params, results["policy_gradient"] = fine_tune_tourist(
-                config, data, tourist, tparams, guide, gparams, walks, mesh, workdir,
-                jax.random.fold_in(base, 300), T, hooks)
+                run, data, tourist, tparams, guide, gparams, walks, run.key(300), T, hooks)
             results["full_task"][f"T{T}_policy_gradient"] = evaluate_full_task(
                 config, data, tourist, pg_params, guide, gparams, T, jax.random.fold_in(key, 9))
         results["full_task"][f"T{T}"] = evaluate_full_task(
             config, data, tourist, tparams, guide, gparams, T, jax.random.fold_in(key, 9))
-    write_results(workdir, results, format_results(results))
-    return results
+    return run.finish(results, format_results(results))
 
 
 def format_results(results: dict) -> str:

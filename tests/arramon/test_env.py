@@ -13,6 +13,7 @@ from ttw_jax.arramon import env, episodes as ae
 from ttw_jax.arramon.records import assembly_world, read_arramon
 from ttw_jax.arramon.reference import AssemblyReference, NavReference
 from ttw_jax.arramon.synthetic import synthetic_instances
+from ttw_jax.core.env import batched, compact_path, replay_policy, rollout
 from ttw_jax.core.vocab import Vocabulary
 
 F, L, R, P = env.FORWARD, env.LEFT, env.RIGHT, env.PICK
@@ -29,11 +30,11 @@ WALK = env.Walkable(grid=jnp.asarray(GRID[None]), origin=jnp.asarray([ORIGIN], j
                     resolution=1.0)
 K = 3                        # object slots of the hand-made navigation cases
 
-_step_nav = jax.jit(env.step_navigation)
-_finish_nav = jax.jit(env.finish_navigation)
-_step_asm = jax.jit(env.step_assembly)
-_finish_asm = jax.jit(env.finish_assembly)
-_path_of = jax.jit(env.path_of)
+_step_nav = jax.jit(batched(env.step_navigation))
+_finish_nav = jax.jit(batched(env.finish_navigation))
+_step_asm = jax.jit(batched(env.step_assembly))
+_finish_asm = jax.jit(batched(env.finish_assembly))
+_path_of = jax.jit(compact_path)
 
 
 def nav_case(start, actions, heading=0, objects=(), present=None, finish=False, psi0=0.0):
@@ -43,9 +44,10 @@ def nav_case(start, actions, heading=0, objects=(), present=None, finish=False, 
     objs = list(objects) + [(0.0, 0.0, 0.0)] * (K - len(objects))
     pres = list(present if present is not None else [True] * len(objects))
     pres += [False] * (K - len(pres))
-    state = env.reset_navigation(jnp.asarray([start], jnp.float32), jnp.asarray([psi0]),
-                                 jnp.asarray([objs], jnp.float32), jnp.asarray([pres]),
-                                 jnp.zeros(1, jnp.int32), jnp.asarray([heading]))
+    state = batched(env.reset_navigation)(
+        WALK, jnp.asarray([start], jnp.float32), jnp.asarray([psi0]),
+        jnp.asarray([objs], jnp.float32), jnp.asarray([pres]), jnp.zeros(1, jnp.int32),
+        jnp.asarray([heading]))
     ref = NavReference(GRID, ORIGIN, 1.0, start, psi0, heading, objs, pres)
     positions = []
 
@@ -65,7 +67,7 @@ def nav_case(start, actions, heading=0, objects=(), present=None, finish=False, 
         ref.step(a)
         pair()
     if finish:
-        state = _finish_nav(state)
+        state = _finish_nav(WALK, state)
         ref.finish()
     return pair(), state, positions
 
@@ -74,7 +76,7 @@ def asm_case(actions, heights=None, finish=False):
     """The assembly twin of `nav_case`: final (cell, heading, placed, heights, done, num_steps,
     auto), placed as (gx, level, gz) or None."""
     h = np.zeros((5, 4), np.int32) if heights is None else np.asarray(heights, np.int32)
-    state = env.reset_assembly(jnp.asarray(h[None]))
+    state = batched(env.reset_assembly)(env.ASSEMBLY, jnp.asarray(h[None]))
     ref = AssemblyReference(h.tolist())
 
     def pair():
@@ -88,11 +90,11 @@ def asm_case(actions, heights=None, finish=False):
         return want
 
     for a in actions:
-        state = _step_asm(state, jnp.asarray([a]))
+        state = _step_asm(env.ASSEMBLY, state, jnp.asarray([a]))
         ref.step(a)
         pair()
     if finish:
-        state = _finish_asm(state)
+        state = _finish_asm(env.ASSEMBLY, state)
         ref.finish()
     return pair()
 
@@ -256,12 +258,6 @@ def test_path_of_drops_repeats():
 
 # ----------------------------------------------------------------------------- batched play
 
-def _gold(actions):
-    def policy(carry, state, t, key):
-        return carry, actions[:, t], None
-    return policy
-
-
 @jax.jit
 def play(walk, ep, navi_actions, assem_actions):
     """Both turns of a batch: navigation then assembly per turn, with `navi_actions` [B, 2, Tn]
@@ -273,31 +269,33 @@ def play(walk, ep, navi_actions, assem_actions):
     key = jax.random.key(0)
     for turn in range(2):
         acts = navi_actions[:, turn]
-        s = env.reset_navigation(start, ep["psi0"], ep["objects"], present, ep["map_index"],
-                                 heading)
-        final, _, traj = env.navigate(walk, s, _gold(acts), None, key, acts.shape[1])
-        st = traj["state"]
+        s = batched(env.reset_navigation)(walk, start, ep["psi0"], ep["objects"], present,
+                                          ep["map_index"], heading)
+        final, _, traj = rollout(env.step_navigation, walk, s, replay_policy, acts, key,
+                                 acts.shape[1])
+        final = batched(env.finish_navigation)(walk, final)
+        st = traj.state
         out[f"nav{turn}"] = dict(
             position=st.position, heading=st.heading, picked=st.picked, done=st.done,
             num_steps=st.num_steps, present=st.present, final_position=final.position,
             final_heading=final.heading, final_picked=final.picked,
             final_present=final.present, final_auto=final.auto, final_done=final.done,
             final_num_steps=final.num_steps)
-        out[f"nav{turn}"]["path"], out[f"nav{turn}"]["path_len"] = env.path_of(st.position,
-                                                                              final.position)
+        out[f"nav{turn}"]["path"], out[f"nav{turn}"]["path_len"] = env.path_of(traj, final)
         start, heading, present = final.position, final.heading, final.present
         acts = assem_actions[:, turn]
-        a = env.reset_assembly(heights)
-        afinal, _, atraj = env.assemble(a, _gold(acts), None, key, acts.shape[1])
-        st = atraj["state"]
+        a = batched(env.reset_assembly)(env.ASSEMBLY, heights)
+        afinal, _, atraj = rollout(env.step_assembly, env.ASSEMBLY, a, replay_policy, acts, key,
+                                   acts.shape[1])
+        afinal = batched(env.finish_assembly)(env.ASSEMBLY, afinal)
+        st = atraj.state
         out[f"asm{turn}"] = dict(
             cell=st.cell, heading=st.heading, placed=st.placed, done=st.done,
             num_steps=st.num_steps, heights=st.heights, final_cell=afinal.cell,
             final_heading=afinal.heading, final_placed=afinal.placed,
             final_heights=afinal.heights, final_auto=afinal.auto, final_done=afinal.done,
             final_num_steps=afinal.num_steps)
-        out[f"asm{turn}"]["path"], out[f"asm{turn}"]["path_len"] = env.path_of(st.position,
-                                                                               afinal.position)
+        out[f"asm{turn}"]["path"], out[f"asm{turn}"]["path_len"] = env.path_of(atraj, afinal)
         heights = afinal.heights
     return out
 

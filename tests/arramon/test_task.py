@@ -9,28 +9,24 @@ import pytest
 
 from tests.conftest import shared_path
 from ttw_jax.arramon import env, episodes as ae, evaluation as arr_eval, views as view
-from ttw_jax.arramon.losses import navigation_start
+from ttw_jax.core.env import replay_policy
 from ttw_jax.core.vocab import Vocabulary
 
 
-def gold_runners():
-    """Runners replaying the ground-truth actions (consts = (navi [B, 2, Tn], assem [B, 2, Ta]))."""
-    def replay(actions):
-        return lambda carry, state, t, key: (carry, actions[:, t], None)
+def gold_factories(horizon=env.STEP_LIMIT):
+    """Policy factories replaying the ground-truth actions (consts = (navi [B, 2, Tn], assem
+    [B, 2, Ta]))."""
+    def replay(actions, end):
+        acts = jnp.pad(actions, ((0, 0), (0, horizon - actions.shape[1])), constant_values=end)
+        return replay_policy, acts
 
-    def nav(consts, walkable, batch, rng, horizon):
-        acts = jnp.take_along_axis(consts[0], batch["turn"][:, None, None], 1)[:, 0]
-        acts = jnp.pad(acts, ((0, 0), (0, horizon - acts.shape[1])), constant_values=env.PICK)
-        final, _, traj = env.navigate(walkable, navigation_start(batch), replay(acts), None, rng,
-                                      horizon)
-        return final, traj
+    def nav(walkable, consts, batch):
+        return replay(jnp.take_along_axis(consts[0], batch["turn"][:, None, None], 1)[:, 0],
+                      env.PICK)
 
-    def assem(consts, batch, rng, horizon):
-        acts = jnp.take_along_axis(consts[1], batch["turn"][:, None, None], 1)[:, 0]
-        acts = jnp.pad(acts, ((0, 0), (0, horizon - acts.shape[1])), constant_values=env.PLACE)
-        final, _, traj = env.assemble(env.reset_assembly(batch["heights"]), replay(acts), None,
-                                      rng, horizon)
-        return final, traj
+    def assem(grid, consts, batch):
+        return replay(jnp.take_along_axis(consts[1], batch["turn"][:, None, None], 1)[:, 0],
+                      env.PLACE)
     return nav, assem
 
 
@@ -46,7 +42,7 @@ def val_seen():
 @pytest.mark.slow
 def test_replaying_the_ground_truth_scores_perfectly(val_seen):
     ep, walk = val_seen
-    run = arr_eval.make_task_rollout(gold_runners())
+    run = arr_eval.make_task_rollout(gold_factories())
     consts = (jnp.asarray(ep["navi_actions"]), jnp.asarray(ep["assem_actions"]))
     res = arr_eval.evaluate(run, walk, consts, ep, jax.random.key(0), batch_size=1065)
     per = res["episodes"]
@@ -70,45 +66,45 @@ def test_replaying_the_ground_truth_scores_perfectly(val_seen):
 
 
 def _nav_state(objects, heading=0):
-    objects = jnp.asarray([objects], jnp.float32)
-    return env.reset_navigation(jnp.zeros((1, 2)), jnp.zeros((1,)), objects,
-                                jnp.ones(objects.shape[:2], bool), jnp.zeros((1,), jnp.int32),
-                                jnp.array([heading]))
+    objects = jnp.asarray(objects, jnp.float32)
+    return env.reset_navigation(None, jnp.zeros(2), jnp.zeros(()), objects,
+                                jnp.ones(objects.shape[:1], bool), jnp.zeros((), jnp.int32),
+                                jnp.array(heading))
 
 
 def test_navigation_view_bearings_and_visibility():
     objs = [(1, 0.06, 1), (-1, 0.06, 1), (0, 0.06, -2), (0, 0.06, 13), (6, 0.06, 0)]
-    attrs = jnp.arange(15).reshape(1, 5, 3)
-    mask = jnp.ones((1, 5), bool)
+    attrs = jnp.arange(15).reshape(5, 3)
+    mask = jnp.ones((5,), bool)
     a, geo, vis = view.navigation_view(_nav_state(objs), attrs, mask)
     # Facing +z: 45 degrees to the right, 45 to the left, behind, out of range, 90 to the right
     # (outside the 120-degree field of view).
-    np.testing.assert_array_equal(np.asarray(vis[0]), [True, True, False, False, False])
+    np.testing.assert_array_equal(np.asarray(vis), [True, True, False, False, False])
     r = np.sqrt(0.5)
-    np.testing.assert_allclose(np.asarray(geo[0, 0]), [r, r, np.sqrt(2) / 12, 1], atol=1e-6)
-    np.testing.assert_allclose(np.asarray(geo[0, 1]), [-r, r, np.sqrt(2) / 12, 1], atol=1e-6)
-    np.testing.assert_array_equal(np.asarray(geo[0, 2:]), 0.0)
+    np.testing.assert_allclose(np.asarray(geo[0]), [r, r, np.sqrt(2) / 12, 1], atol=1e-6)
+    np.testing.assert_allclose(np.asarray(geo[1]), [-r, r, np.sqrt(2) / 12, 1], atol=1e-6)
+    np.testing.assert_array_equal(np.asarray(geo[2:]), 0.0)
     assert a is attrs
     # Facing +x (three right turns) the object at (6, 0) is straight ahead.
     _, geo, vis = view.navigation_view(_nav_state(objs, heading=3), attrs, mask)
-    assert bool(vis[0, 4]) and not bool(vis[0, 0] & vis[0, 1])
-    np.testing.assert_allclose(np.asarray(geo[0, 4]), [0, 1, 0.5, 1], atol=1e-6)
+    assert bool(vis[4]) and not bool(vis[0] & vis[1])
+    np.testing.assert_allclose(np.asarray(geo[4]), [0, 1, 0.5, 1], atol=1e-6)
 
 
 def test_assembly_view_positions_and_unknown_objects():
-    heights = jnp.zeros((1, 5, 4), jnp.int32).at[0, 3, 1].set(1).at[0, 0, 3].set(2)
-    attrs = jnp.zeros((1, 5, 4, 3), jnp.int32).at[0, 3, 1].set(jnp.array([1, 2, 3]))
-    state = env.reset_assembly(heights)
+    heights = jnp.zeros((5, 4), jnp.int32).at[3, 1].set(1).at[0, 3].set(2)
+    attrs = jnp.zeros((5, 4, 3), jnp.int32).at[3, 1].set(jnp.array([1, 2, 3]))
+    state = env.reset_assembly(env.ASSEMBLY, heights)
     a, geo, vis = view.assembly_view(state, attrs, num_types=7)
     cell = 3 * env.GRID_ROWS + 1
     # (3, 1) from (2, 0) facing +z: one right, one ahead; (0, 3) holds objects of unknown looks
     # and stays hidden; the four walls are always seen, with their own type ids 8..11.
-    assert bool(vis[0, cell]) and not bool(vis[0, 0 * env.GRID_ROWS + 3])
-    assert int(vis[0].sum()) == 1 + view.NUM_WALLS
-    np.testing.assert_allclose(np.asarray(geo[0, cell]), [0.25, 0.25, 0.5, 1])
-    np.testing.assert_array_equal(np.asarray(a[0, -4:, 2]), [8, 9, 10, 11])
+    assert bool(vis[cell]) and not bool(vis[0 * env.GRID_ROWS + 3])
+    assert int(vis.sum()) == 1 + view.NUM_WALLS
+    np.testing.assert_allclose(np.asarray(geo[cell]), [0.25, 0.25, 0.5, 1])
+    np.testing.assert_array_equal(np.asarray(a[-4:, 2]), [8, 9, 10, 11])
     # Facing +x, the same cell is one ahead and one to the left; the far wall (+z) is to the left.
-    turned = state.replace(heading=jnp.array([3]))
+    turned = state.replace(heading=jnp.array(3))
     _, geo, _ = view.assembly_view(turned, attrs, num_types=7)
-    np.testing.assert_allclose(np.asarray(geo[0, cell, :2]), [-0.25, 0.25], atol=1e-6)
-    assert float(geo[0, 20, 0]) < 0
+    np.testing.assert_allclose(np.asarray(geo[cell, :2]), [-0.25, 0.25], atol=1e-6)
+    assert float(geo[20, 0]) < 0

@@ -18,6 +18,7 @@ import shlex
 import pytest
 
 from tests.conftest import ROOT
+from ttw_jax.core.train.launch import resolve_config_paths
 
 DOCS = ("README.md", "BUILD.md")
 LAUNCHER_FLAGS = {"workdir", "multihost", "config"}
@@ -91,13 +92,17 @@ def defined_flags(module: str) -> set[str]:
 
 
 def config_of(main_module: str, flag_args: list[str]):
-    explicit = [a.split("=", 1)[1] for a in flag_args if a.startswith("--config=")]
-    if explicit:
-        path = explicit[0]
-    else:
-        source = open(importlib.util.find_spec(main_module).origin, encoding="utf-8").read()
-        path = re.search(r"launch\([^,]+,\s*\"([^\"]+)\"", source).group(1)
-    return importlib.import_module(path[:-3].replace("/", ".")).get_config()
+    """The config a launcher command runs: its --config file as the launcher resolves it
+    (`resolve_config_paths`), else the experiment's `configs/default.py`."""
+    configs_dir = os.path.join(os.path.dirname(importlib.util.find_spec(main_module).origin),
+                               "configs")
+    args = resolve_config_paths(["main", *flag_args], configs_dir)
+    explicit = [a.split("=", 1)[1] for a in args if a.startswith("--config=")]
+    path = explicit[0] if explicit else os.path.join(configs_dir, "default.py")
+    spec = importlib.util.spec_from_file_location("documented_config", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config()
 
 
 def has_field(config, dotted: str) -> bool:
@@ -120,6 +125,9 @@ def problems(command: str) -> list[str]:
     module, args = parse(command)
     if find(module) is None:
         return [f"no module {module}"]
+    if (ast.get_docstring(ast.parse(open(find(module).origin, encoding="utf-8").read())) or ""
+            ).startswith("Moved:"):
+        return [f"{module} has moved"]
     names = [a[2:].split("=", 1)[0] for a in args]
     if module.startswith("experiments.") and module.endswith(".main"):
         config = config_of(module, args)
@@ -149,8 +157,13 @@ def test_the_command_check_catches_mistakes():
         "no module experiments.nope.main"]
     assert problems("python -m experiments.ttw_emergent.main --workdir=/tmp/x "
                     "--config.data.map_dir=x --config.T=2") == ["unknown flag --config.data.map_dir"]
-    assert problems("python -m experiments.rxr.baselines --config=r2r --splits=val") == [
+    assert problems("python -m experiments.rxr.baselines --config=r2r") == [
+        "experiments.rxr.baselines has moved"]
+    assert problems("python -m experiments.benchmarks.sdr_bench --splits=val") == [
         "unknown flag --splits"]
+    assert problems("python -m experiments.rxr.main --config=baselines --workdir=/tmp/r "
+                    "--config.mode=baselines --config.model.kind=full") == [
+        "unknown flag --config.model.kind"]
     assert problems("python -m experiments.rxr.main --config=experiments/rxr/configs/r2r.py "
                     "--workdir=/tmp/r --config.data.manual_dir=x") == []
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import shared_path
+from ttw_jax.core.env import batched, replay_policy, rollout
 from ttw_jax.core.pano_graph import distances_from, to_device
 from ttw_jax.rxr import env as mp
 from ttw_jax.rxr.graph import (ConnectivityFormatError, geodesic_table, load_matterport_graph,
@@ -44,11 +45,12 @@ def test_parity_with_reference(scans):
     heading = rng.uniform(0, 2 * math.pi, batch).astype(np.float32)
     actions = rng.integers(1, graph.max_degree + 1, (batch, horizon))
     actions[rng.random((batch, horizon)) < 0.03] = mp.STOP
-    final, _, traj = jax.jit(mp.rollout, static_argnums=(2, 5))(
-        dgraph, mp.reset(start, heading), lambda c, s, t, k: (c, c[:, t], None),
+    final, _, traj = jax.jit(rollout, static_argnums=(0, 3, 6))(
+        mp.step, dgraph, batched(mp.reset)(dgraph, start, heading), replay_policy,
         jnp.asarray(actions, jnp.int32), jax.random.key(0), horizon)
-    nodes = np.concatenate([np.asarray(traj["node"]).T, np.asarray(final.node)[:, None]], 1)
-    heads = np.concatenate([np.asarray(traj["heading"]).T, np.asarray(final.heading)[:, None]], 1)
+    nodes = np.concatenate([np.asarray(traj.state.node).T, np.asarray(final.node)[:, None]], 1)
+    heads = np.concatenate([np.asarray(traj.state.heading).T, np.asarray(final.heading)[:, None]],
+                           1)
     for b in range(batch):
         expected = ref.run(table.ids[start[b]], float(heading[b]), actions[b].tolist())
         assert [table.ids[n] for n in nodes[b]] == [n for n, _ in expected], f"episode {b}"
@@ -60,7 +62,7 @@ def test_candidates_report_relative_heading_and_elevation(scans):
     dgraph = to_device(graph)
     node = 7
     cands = ref.neighbors[table.ids[node]]
-    state = mp.reset(node, 0.5)
+    state = mp.reset(dgraph, node, 0.5)
     obs = mp.candidates(dgraph, state)
     k = len(cands)
     assert np.asarray(obs["mask"]).sum() == k
@@ -119,9 +121,9 @@ def test_replaying_r2r_reference_paths_scores_perfectly():
         for t, (a, b) in enumerate(zip(path[:-1], path[1:])):
             actions[i, t] = int(np.nonzero(nb[a] == b)[0][0]) + 1
     dgraph = to_device(graph)
-    final, _, traj = mp.rollout(dgraph, mp.reset(refs[:, 0], np.asarray([d["heading"] for d in items])),
-                                lambda c, s, t, k: (c, c[:, t], None), jnp.asarray(actions),
-                                jax.random.key(0), horizon)
+    start = batched(mp.reset)(dgraph, refs[:, 0], np.asarray([d["heading"] for d in items]))
+    final, _, traj = jax.jit(rollout, static_argnums=(0, 3, 6))(
+        mp.step, dgraph, start, replay_policy, jnp.asarray(actions), jax.random.key(0), horizon)
     path, path_len = mp.path_of(traj, final)
     ref_len = (refs >= 0).sum(1)
     m = path_metrics(path, path_len, jnp.asarray(refs), jnp.asarray(ref_len), geo)

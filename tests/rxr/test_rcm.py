@@ -11,6 +11,7 @@ import optax
 import pytest
 
 from tests.conftest import shared_path
+from ttw_jax.core.env import batched, rollout
 from ttw_jax.core.pano_graph import build_graph
 from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.core.vocab import Vocabulary
@@ -22,6 +23,7 @@ from ttw_jax.rxr.rcm import RCMAgent, rcm_policy
 from ttw_jax.rxr.views import empty_view_features, synthetic_view_features
 
 pytestmark = pytest.mark.usefixtures("fast_compile_unless_slow")  # tiny models
+observe = jax.vmap(mp.observe, in_axes=(None, 0, None))   # a batch of episodes
 
 
 def corridor(n=5):
@@ -154,7 +156,8 @@ def test_step_shapes_and_padded_directions_masked(real):
     batch = batch_of(real["eps"], np.arange(4))
     ctx, mask = model.apply(params, batch["tokens"], batch["token_len"], method=RCMAgent.encode)
     assert ctx.shape == (4, 60, 32) and mask.shape == (4, 60)
-    obs = mp.observe(g, jnp.asarray(real["feats"]), mp.reset(batch["start"], batch["heading"]))
+    obs = observe(g, batched(mp.reset)(g, batch["start"], batch["heading"]),
+                  jnp.asarray(real["feats"]))
     assert obs["views"].shape == (4, 36, 12) and obs["cands"].shape == (4, g.max_degree, 14)
     carry = model.apply(params, 4, method=RCMAgent.initial_carry)
     _, out = model.apply(params, carry, ctx, mask, obs["views"], obs["cands"], obs["cand_mask"],
@@ -171,8 +174,8 @@ def test_gold_actions_replay_the_reference_paths(real):
     eps = real["eps"]
     policy = lambda carry, state, t, key: (carry, batch["gold"][:, t], None)  # noqa: E731
     batch = batch_of(eps, np.arange(len(eps["start"])))
-    final, _, traj = mp.rollout(g, mp.reset(batch["start"], batch["heading"]), policy, None,
-                                jax.random.key(0), 8)
+    final, _, traj = rollout(mp.step, g, batched(mp.reset)(g, batch["start"], batch["heading"]),
+                             policy, None, jax.random.key(0), 8)
     path, length = mp.path_of(traj, final)
     np.testing.assert_array_equal(np.asarray(length), eps["path_len"])
     np.testing.assert_array_equal(np.where(np.arange(9)[None] < eps["path_len"][:, None],
@@ -260,15 +263,15 @@ def test_mesh_step_equals_pmap_step(real):
 def test_observation_angles_and_features(real):
     g = real["graph"]
     node = int(np.argmax(np.asarray(g.degree)))
-    state = mp.reset(jnp.asarray([node]), jnp.asarray([0.5]))
+    state = batched(mp.reset)(g, jnp.asarray([node]), jnp.asarray([0.5]))
     feats = jnp.asarray(real["feats"])
-    obs = jax.device_get(mp.observe(jax.device_put(g), feats, state))
+    obs = jax.device_get(observe(jax.device_put(g), state, feats))
     k = int(g.degree[node])
     rel = np.mod(np.asarray(g.headings[node, :k]) - 0.5 + np.pi, 2 * np.pi) - np.pi
     np.testing.assert_allclose(obs["cands"][0, :k, 8], np.sin(rel), atol=1e-5)
     np.testing.assert_allclose(obs["cands"][0, :k, 9], np.cos(rel), atol=1e-5)
-    empty = jax.device_get(mp.observe(jax.device_put(g), jnp.asarray(
-        empty_view_features(g.num_nodes)), state))
+    empty = jax.device_get(observe(jax.device_put(g), state, jnp.asarray(
+        empty_view_features(g.num_nodes))))
     assert empty["views"].shape[-1] == 4 and empty["cands"].shape[-1] == 6
     np.testing.assert_allclose(obs["cands"][0, :k, 12], np.asarray(g.lengths[node, :k]) / 5,
                                rtol=1e-6)
@@ -282,7 +285,7 @@ def test_step_embedding_depends_on_the_clamped_step_number(real):
     params = init(model, g, 8)
     b = batch_of(real["eps"], np.arange(2))
     ctx, mask = model.apply(params, b["tokens"], b["token_len"], method=RCMAgent.encode)
-    obs = mp.observe(g, jnp.asarray(real["feats"]), mp.reset(b["start"], b["heading"]))
+    obs = observe(g, batched(mp.reset)(g, b["start"], b["heading"]), jnp.asarray(real["feats"]))
     carry = model.apply(params, 2, method=RCMAgent.initial_carry)
 
     def logits(t):

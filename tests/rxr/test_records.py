@@ -344,6 +344,30 @@ def test_malformed_rxr_lines_name_file_line_and_field(tmp_path, line, message):
         rr.read_rxr(path)
 
 
+def test_optional_numbers_nan_is_absent_infinity_is_rejected(tmp_path):
+    """`edit_distance`, `distance` and word times: absent, null or NaN mean "absent" (NaN); an
+    infinite value is rejected (it used to pass, `ttw_jax.core.records`); numpy numbers pass."""
+    path = write_jsonl(tmp_path / "rxr_train_guide.jsonl", [
+        rxr_line(1, edit_distance=math.nan, timed_instruction=timed([("a", math.nan, 1.0)]))])
+    (rec,) = rr.read_rxr(path)
+    assert math.isnan(rec["edit_distance"]) and rec["timed_words"] == ["a"]
+    for line, message in [
+            (rxr_line(1, edit_distance=math.inf),
+             r"field 'edit_distance' is not a number \(or absent\): inf"),
+            (rxr_line(1, timed_instruction=timed([("a", 0.0, math.inf)])),
+             r"field 'timed_instruction\[0\].end_time' is not a number \(or absent\): inf")]:
+        path = write_jsonl(tmp_path / "rxr_train_guide.jsonl", [line])
+        with pytest.raises(rr.RecordFormatError, match=f"^{path}:1: {message}"):
+            rr.read_rxr(path)
+    rec = rr.new_record(instruction_id=np.int64(3), path_id=1, scan="s", path=["a"],
+                        heading=np.float32(0.5), instruction="Go.", language="en-US",
+                        annotator="synthetic", edit_distance=np.float32(0.25))
+    out = rr.check_record(rec, "gen")
+    assert type(out["instruction_id"]) is int and out["edit_distance"] == 0.25
+    with pytest.raises(rr.RecordFormatError, match="gen: field 'distance' is not a number"):
+        rr.check_record(dict(rec, distance=-math.inf), "gen")
+
+
 def test_unreadable_rxr_files(tmp_path):
     path = tmp_path / "rxr_train_guide.jsonl.gz"
     path.write_text('{"instruction_id": 1}\n')   # not gzip

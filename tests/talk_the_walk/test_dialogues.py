@@ -224,12 +224,32 @@ def test_errors_name_file_episode_and_field(tmp_path, changes, message):
     assert str(e.value).startswith(f"{path}: episode 1: ")
 
 
+def test_numpy_integers_are_integers_and_times_must_be_finite():
+    """The shared rule of `ttw_jax.core.records`: numpy integers are accepted where integers are
+    (they used not to be), bools are not, and a time must be a finite number."""
+    ep = hand_episode()
+    ep["boundaries"] = [np.int64(v) for v in ep["boundaries"]]
+    ep["start_location"] = list(np.asarray(ep["start_location"], np.int32))
+    ep["dialog"][0]["time"] = np.float32(100.5)
+    td.validate_dialogue(ep, "f.json", 0)
+    for field, value, problem in [
+            ("boundaries", [2, 4, 5, True], "field 'boundaries': expected a list of 4 integers"),
+            ("time", float("nan"), "field 'dialog[0].time': expected a number, got nan"),
+            ("time", float("inf"), "field 'dialog[0].time': expected a number, got inf")]:
+        bad = hand_episode()
+        (bad["dialog"][0] if field == "time" else bad)[field] = value
+        with pytest.raises(td.DialogueFormatError,
+                           match=re.escape(f"f.json: episode 0: {problem}")):
+            td.validate_dialogue(bad, "f.json", 0)
+
+
 def test_file_level_errors(tmp_path):
     ok = write(tmp_path / "ok.json", [hand_episode()])
     assert td.read_dialogues(ok) == [hand_episode()]        # optional keys kept, accepted
     bad = tmp_path / "bad.json"
     bad.write_text('[\n  {"neighborhood": "fidi",,}\n]')
-    with pytest.raises(td.DialogueFormatError, match=r"bad.json: line 2, column 27: invalid JSON"):
+    with pytest.raises(td.DialogueFormatError,
+                       match=r"bad.json: invalid JSON at line 2, column 27"):
         td.read_dialogues(str(bad))
     with pytest.raises(td.DialogueFormatError, match="top level: expected a JSON list"):
         td.read_dialogues(write(tmp_path / "d.json", {"a": 1}))

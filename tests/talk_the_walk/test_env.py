@@ -3,6 +3,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ttw_jax.core.env import batched
 from ttw_jax.talk_the_walk import env as grid
 
 
@@ -27,8 +28,8 @@ def test_rollout_matches_reference_on_random_sequences():
     landmarks = rng.integers(0, 11, size=(b, nx, ny, k)).astype(np.int32)
     actions = rng.integers(0, 7, size=(b, t)).astype(np.int32)
     starts = rng.integers(0, 4, size=(b, 3)).astype(np.int32)
-    state = grid.GridState(jnp.asarray(starts[:, :2]), jnp.asarray(starts[:, 2]))
-    walk = jax.jit(grid.batch_rollout)(state, jnp.asarray(actions), jnp.asarray(landmarks))
+    state = batched(grid.reset, params_axis=0)(landmarks, starts[:, :2], starts[:, 2])
+    walk = jax.jit(jax.vmap(grid.walk))(jnp.asarray(landmarks), state, jnp.asarray(actions))
     for i in range(b):
         x, y, o = starts[i]
         pos, obs = [(x, y)], [landmarks[i, x, y]]
@@ -42,26 +43,27 @@ def test_rollout_matches_reference_on_random_sequences():
 
 def test_blocked_moves_leave_the_tourist_in_place():
     lm = jnp.arange(16).reshape(4, 4, 1)
-    s = grid.GridState(jnp.array([0, 3]), jnp.array(0))
+    s = grid.reset(lm, jnp.array([0, 3]), jnp.array(0))
     for action in (grid.UP, grid.LEFT):
-        s2, obs = grid.step(s, action, lm)
+        s2 = grid.step(lm, s, action)
+        obs = grid.observe(lm, s2)
         assert s2.pos.tolist() == [0, 3] and int(obs[0]) == 3
-    s3, _ = grid.step(s, grid.RIGHT, lm)
+    s3 = grid.step(lm, s, grid.RIGHT)
     assert s3.pos.tolist() == [1, 3] and int(s3.orientation) == 1
     # Facing east, TURNLEFT faces north, FORWARD against the top edge stays put.
-    s4, _ = grid.step(s3, grid.TURNLEFT, lm)
-    s5, _ = grid.step(s4, grid.FORWARD, lm)
+    s4 = grid.step(lm, s3, grid.TURNLEFT)
+    s5 = grid.step(lm, s4, grid.FORWARD)
     assert int(s4.orientation) == 0 and s5.pos.tolist() == [1, 3]
 
 
 def test_random_walk_is_uniform_and_reproducible():
     lm = jnp.zeros((4, 4, 1), jnp.int32)
     keys = jax.random.split(jax.random.key(0), 4000)
-    walk = jax.jit(jax.vmap(grid.random_walk, in_axes=(0, None, None)), static_argnums=2)
-    walks = walk(keys, lm, 2)
+    walk = jax.jit(jax.vmap(grid.random_walk, in_axes=(None, 0, None)), static_argnums=2)
+    walks = walk(lm, keys, 2)
     counts = np.bincount(np.asarray(walks.actions).ravel(), minlength=4) / 8000
     np.testing.assert_allclose(counts, 0.25, atol=0.02)
     starts = np.bincount(np.asarray(walks.positions[:, 0, 0] * 4 + walks.positions[:, 0, 1]), minlength=16)
     assert starts.min() > 150
-    again = walk(keys, lm, 2)
+    again = walk(lm, keys, 2)
     np.testing.assert_array_equal(walks.positions, again.positions)

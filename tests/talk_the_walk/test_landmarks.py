@@ -1,22 +1,20 @@
 """Landmark classification: metrics, weighted BCE, feature files, splits, model and a tiny run."""
 import json
 import math
-import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from experiments.ttw_landmarks import train as lm_train
-from experiments.ttw_landmarks.configs import default
-from tests.helpers import override
 from ttw_jax.talk_the_walk import maps
 from ttw_jax.talk_the_walk.landmarks import features as lf
 from ttw_jax.talk_the_walk.landmarks.losses import pos_weights, weighted_bce
 from ttw_jax.talk_the_walk.landmarks.metrics import (all_positive, multilabel_metrics,
                                                      random_positive)
 from ttw_jax.talk_the_walk.landmarks.model import LandmarkClassifier
+
+pytestmark = pytest.mark.xdist_group("ttw_landmarks")  # shares the trained run (tests/experiments)
 
 LABELS = np.array([[1, 0, 1], [0, 1, 0], [1, 1, 0], [0, 0, 0]])
 PRED = np.array([[1, 0, 0], [0, 1, 1], [1, 0, 0], [1, 0, 0]])
@@ -89,6 +87,12 @@ def test_feature_files_round_trip(tmp_path):
     ({"fidi_0_3": [[0.0]] * 3}, r"key 'fidi_0_3': expected a list of 4 views, got 3 items"),
     ({"fidi_0_3": [[0.0], [0.0], [0.0], 5]}, r"key 'fidi_0_3', view 3: expected a list"),
     ({"fidi_0_3": [[0.0, 1.0]] * 3 + [[0.0, "x"]]}, r"key 'fidi_0_3', view 3, element 1"),
+    ({"fidi_0_3": [[0.0, 1.0]] * 3 + [[0.0, True]]}, r"key 'fidi_0_3', view 3, element 1"),
+    # non-finite values are rejected (`ttw_jax.core.records.is_number`; they used to pass)
+    ({"fidi_0_3": [[0.0, float("nan")]] * 4},
+     r"key 'fidi_0_3', view 0, element 1: expected a finite number, got nan"),
+    ({"fidi_0_3": [[0.0, 1.0]] * 3 + [[float("-inf"), 1.0]]},
+     r"key 'fidi_0_3', view 3, element 0: expected a finite number, got -inf"),
     ({"fidi_0_3": [[0.0, 1.0]] * 4, "fidi_0_4": [[0.0]] * 4},
      r"key 'fidi_0_4', view 0: expected 2 numbers"),
 ])
@@ -159,10 +163,8 @@ def test_model_shapes_and_view_permutation_invariance():
 
 
 @pytest.mark.slow
-def test_tiny_training_beats_baselines(tmp_path):
-    config = override(default.get_config(), hidden=32, num_steps=120, eval_every=40)
-    results = lm_train.train_and_evaluate(config, str(tmp_path))
-    assert os.path.exists(tmp_path / "results.json")
+def test_tiny_training_beats_baselines(trained):
+    _, results = trained("ttw_landmarks")
     valid = results["valid"]
     for metric in ("micro_f1", "macro_f1"):
         assert valid["model"][metric] > valid["all_positive"][metric]

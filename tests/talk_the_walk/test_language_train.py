@@ -1,23 +1,18 @@
-"""Talk The Walk with natural language: generated messages, the NL full task, and the staged
-trainer end to end on a tiny synthetic config (crash in a later stage, resume, same results)."""
-import json
-import os
-
+"""Talk The Walk with natural language: generated messages, the NL full task, and what the staged
+trainer's results hold (its run, crash and resume: the shared contract in `tests/experiments`)."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from experiments.ttw_language import train
-from experiments.ttw_language.configs import default
-from tests.helpers import Crash, override
 from ttw_jax.talk_the_walk import walks as localization
 from ttw_jax.talk_the_walk.full_task import run_full_task
 from ttw_jax.talk_the_walk.language import dialogues as td, evaluation as language
 from ttw_jax.talk_the_walk.language.guide import NLGuide
 from ttw_jax.talk_the_walk.language.tourist import NLTourist, greedy_decode
 
-pytestmark = pytest.mark.usefixtures("fast_compile")  # tiny models: compile fast
+# Tiny models: compile fast; the trainer's tests share its trained run (tests/experiments).
+pytestmark = [pytest.mark.usefixtures("fast_compile"), pytest.mark.xdist_group("ttw_language")]
 
 V = 12
 
@@ -71,46 +66,9 @@ def test_full_task_runs_with_natural_language_messages(agents, T):
     assert bool(jnp.all(res.evaluations <= 3))
 
 
-@pytest.fixture(scope="module")
-def tfds_dir(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("tfds"))
-
-
-def tiny_config(tfds_dir, **overrides):
-    c = default.get_config()
-    c.data.tfds_dir = tfds_dir
-    c.contexts = "1"
-    c.compare_masc = False
-    c.generated.Ts = "1"
-    c.pg.T = 1
-    for stage, steps in ((c.tourist, 30), (c.guide, 12), (c.generated, 12), (c.pg, 6)):
-        stage.num_steps, stage.eval_every, stage.batch_size = steps, steps // 2, 16
-    c.tourist.embed = c.tourist.hidden = 16
-    c.guide.embed = c.guide.hidden = c.guide.features = 8
-    c.log_every = 3
-    c.patience = 100
-    c.data.generated_len = 8
-    c.eval.num_walks = 64
-    c.eval.batch_size = 64
-    c.full_task.repeats = 1
-    c.full_task.max_steps = 10
-    c.full_task.splits = "test"
-    return override(c, **overrides)
-
-
-@pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory, tfds_dir):
-    workdir = str(tmp_path_factory.mktemp("full"))
-    return workdir, train.train_and_evaluate(tiny_config(tfds_dir), workdir)
-
-
 @pytest.mark.slow
-def test_runs_every_stage_and_writes_results(uninterrupted):
-    workdir, res = uninterrupted
-    for stage in ("tourist", "guide_human_c1_masc", "guide_generated_T1", "pg_T1"):
-        assert os.path.exists(os.path.join(workdir, stage, "metrics.jsonl")), stage
-    with open(os.path.join(workdir, "results.json")) as f:
-        assert json.load(f)["human"] == res["human"]
+def test_every_stage_reports_its_accuracy(trained):
+    _, res = trained("ttw_language")
     assert res["tourist"]["valid"]["ce"] < np.log(res["vocab_size"])   # it learned something
     assert set(res["generated"]["T1"]["test"]) == set(language.DECODES)
     pg = res["policy_gradient"]["test"]
@@ -120,32 +78,3 @@ def test_runs_every_stage_and_writes_results(uninterrupted):
         assert 0.0 <= v <= 1.0
     assert set(res["full_task"]) == {"T1", "T1_policy_gradient"}
     assert 0.0 <= res["full_task"]["T1"]["test"]["success_rate"] <= 1.0
-
-
-@pytest.mark.slow
-def test_killed_run_resumes_to_the_same_result(uninterrupted, tfds_dir, tmp_path):
-    """Crash in the third stage (the generated-utterance guide); the rerun skips the finished
-    stages, resumes that one from its checkpoint and ends with the same numbers."""
-    _, expected = uninterrupted
-    calls = {"n": 0}
-    crash_after = 30 + 12 + 8   # tourist, human guide, then 8 steps into the generated guide
-
-    def hook(step):
-        calls["n"] += 1
-        if calls["n"] == crash_after:
-            raise Crash(step)
-
-    workdir = str(tmp_path / "run")
-    with pytest.raises(Crash):
-        train.train_and_evaluate(tiny_config(tfds_dir), workdir, hooks=[hook])
-    assert not os.path.exists(os.path.join(workdir, "pg_T1"))
-    resumed = train.train_and_evaluate(tiny_config(tfds_dir), workdir)
-    for key in ("tourist", "human", "generated", "policy_gradient", "full_task"):
-        assert resumed[key] == expected[key], key
-
-
-@pytest.mark.slow
-def test_refuses_to_resume_with_another_config(uninterrupted, tfds_dir):
-    workdir, _ = uninterrupted
-    with pytest.raises(ValueError, match="another config"):
-        train.train_and_evaluate(tiny_config(tfds_dir, guide__hidden=12), workdir)

@@ -87,6 +87,17 @@ def test_malformed_map_names_file_and_problem(tmp_path, content, where):
     assert str(path) in str(e.value) and where in str(e.value)
 
 
+def test_numpy_integer_coordinates_are_integers_bools_are_not():
+    """`parse_map` (also fed decoded entries by the TFDS builder) takes numpy integers, as every
+    reader does since `ttw_jax.core.records`; a bool is not an integer."""
+    entry = {"x": np.int64(1), "y": np.int32(2), "orientation": "NE", "type": "Bank"}
+    nmap = maps.parse_map([entry], "m.json", "fidi", maps.BOUNDARIES["fidi"])
+    assert nmap.corners[3, 5, 0] == maps.LANDMARK_TYPES.index("Bank")
+    with pytest.raises(maps.MapFormatError, match="m.json: entry 0, field 'y': expected an "
+                                                  "integer, got True"):
+        maps.parse_map([dict(entry, y=True)], "m.json", "fidi", maps.BOUNDARIES["fidi"])
+
+
 def test_split_rule_matches_the_official_counts():
     # 61 / 20 / 10 windows over the five neighbourhoods.
     counts = {s: 0 for s in maps.SPLITS}

@@ -7,6 +7,7 @@ import optax
 import pytest
 
 from ttw_jax.core import vocab as vocab_lib
+from ttw_jax.core.env import replay_policy
 from ttw_jax.core.vocab import Vocabulary
 from ttw_jax.touchdown import (env as td, episodes as nav_episodes, evaluation as nav_eval,
                                features as pano_features)
@@ -106,9 +107,9 @@ def test_overfits_a_tiny_batch_through_the_scan(kind, world):
         params, opt, m = step(params, opt)
     assert float(m["loss"]) < 0.05 and float(m["action_accuracy"]) == pytest.approx(1.0)
     # Greedy decoding of the memorised episodes reaches every goal.
-    def factory(consts, b):
+    def factory(sim, consts, b):
         text = model.apply(consts, b["tokens"], b["token_len"], method=Navigator.encode)
-        return navigator_policy(model, consts, world["features"], world["sim"].graph.yaw, 3, text)
+        return navigator_policy(model, consts, world["features"], sim.graph.yaw, 3, text)
     sub = {k: v[:4] for k, v in eps.items()}
     hops = nav_episodes.hops_to_goal(world["graph"], sub["goal"])
     res = nav_eval.evaluate(nav_eval.make_rollout(factory, 40), world["sim"], params, sub, hops,
@@ -126,7 +127,7 @@ def test_baselines_and_gold_replay(world):
     start_hops = hops[np.arange(len(eps["goal"])), eps["start_pano"]]
     assert stop["spd"] == pytest.approx(start_hops.mean())
     assert stop["tc"] == pytest.approx(np.mean(start_hops <= 1))
-    gold = nav_eval.evaluate(nav_eval.make_rollout(lambda c, b: (td.replay_policy, b["gold"]), 40),
+    gold = nav_eval.evaluate(nav_eval.make_rollout(lambda s, c, b: (replay_policy, b["gold"]), 40),
                              sim, None, eps, hops, key, batch_size=16)
     assert gold["tc"] == 1.0 and gold["spd"] == 0.0 and gold["sed"] == 1.0
     rand = nav_eval.evaluate(nav_eval.make_rollout(nav_eval.baseline_factory("random"), 50), sim,

@@ -1,15 +1,21 @@
-"""The README's baseline table on the 800 real records (horizon 50), pinned: gold actions replayed
-through the simulator, Stop and Frequent (deterministic)."""
+"""The README's baseline table on the 800 real records (horizon 50), pinned: the launcher's
+`baselines` mode replays the gold actions through the simulator and runs Stop and Frequent
+(deterministic)."""
 import pytest
 
-from experiments.touchdown_nav.baselines import run_baselines
+from experiments.touchdown_nav import train
+from experiments.touchdown_nav.configs import baselines
 from tests.conftest import shared_path
 
 
 @pytest.mark.slow
-def test_gold_stop_and_frequent_on_the_800_records(tmp_path):
-    out = run_baselines("navigation", "dev_sample", shared_path("touchdown"),
-                        shared_path("touchdown", "graph"), str(tmp_path), horizon=50, seeds=1)
+def test_gold_stop_and_frequent_on_the_800_records(tfds_dir, tmp_path):
+    c = baselines.get_config()
+    c.data.manual_dir = shared_path("touchdown")
+    c.data.graph_dir = shared_path("touchdown", "graph")
+    c.data.tfds_dir = tfds_dir
+    c.eval.baselines = "stop,frequent"
+    out = train.train_and_evaluate(c, str(tmp_path))["dev_sample"]
     assert out["episodes"] == 800
     assert out["gold"]["tc_count"] == 799
     assert out["stop"]["tc"] == pytest.approx(4 / 800)

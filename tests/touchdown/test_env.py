@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import shared_path
+from ttw_jax.core.env import batched, replay_policy, rollout
 from ttw_jax.touchdown import env as td
 from ttw_jax.touchdown.episodes import hops_to_goal
 from ttw_jax.touchdown.graph import (GraphFormatError, compile_touchdown, load_touchdown_graph,
@@ -132,11 +133,12 @@ def test_parity_with_reference_on_real_graph(real):
     heading = rng.integers(0, 360, batch)
     heading[:16] = np.asarray(graph.headings)[start[:16], 0]   # half start aligned with an edge
     actions = rng.choice(4, (batch, horizon), p=[0.55, 0.2, 0.2, 0.05]).astype(np.int32)
-    final, _, traj = jax.jit(td.rollout, static_argnums=(2, 5))(
-        sim, td.reset(sim, start, heading), td.replay_policy, jnp.asarray(actions),
+    final, _, traj = jax.jit(rollout, static_argnums=(0, 3, 6))(
+        td.step, sim, batched(td.reset)(sim, start, heading), replay_policy, jnp.asarray(actions),
         jax.random.key(0), horizon)
-    panos = np.concatenate([np.asarray(traj["pano"]).T, np.asarray(final.pano)[:, None]], 1)
-    heads = np.concatenate([np.asarray(traj["heading"]).T, np.asarray(final.heading)[:, None]], 1)
+    panos = np.concatenate([np.asarray(traj.state.pano).T, np.asarray(final.pano)[:, None]], 1)
+    heads = np.concatenate([np.asarray(traj.state.heading).T, np.asarray(final.heading)[:, None]],
+                           1)
     moved = 0
     for b in range(batch):
         expected = ref.run(table.ids[start[b]], int(heading[b]), actions[b].tolist())

@@ -2,6 +2,7 @@
 import json
 import math
 
+import numpy as np
 import pytest
 
 from tests.conftest import shared_path
@@ -65,6 +66,22 @@ def test_examples_of_one_record():
                     "td_location_text": "Touchdown is on the mailbox."}
     assert (pre["which"], pre["panoid"], pre["center_x"], pre["center_y"]) == ("pre", "b", 0.1, 0.9)
     assert math.isnan(pre["heading"])   # empty in the record, as in parts of the release
+
+
+def test_numpy_values_are_accepted_bools_and_non_finite_numbers_are_not():
+    """The shared rule of `ttw_jax.core.records`: numpy integers / floats (e.g. from a generator)
+    are accepted (they used not to be); bools, NaN and infinity are not."""
+    nav = tr.navigation_example(record(np.int64(7), start_heading=np.float32(0.5),
+                                       end_heading=np.int32(90)))
+    assert nav["route_id"] == 7 and type(nav["route_id"]) is int
+    assert (nav["start_heading"], nav["end_heading"]) == (0.5, 90.0)
+    assert type(nav["end_heading"]) is float
+    for bad, message in [(record(True), "field 'route_id' is not an integer: True"),
+                         (record(start_heading=math.nan), "field 'start_heading' is not a number"),
+                         (record(end_heading=math.inf), "field 'end_heading' is not a number"),
+                         (record(main_heading="inf"), "field 'main_heading' is not a number")]:
+        with pytest.raises(tr.RecordFormatError, match=message):
+            tr.sdr_examples(bad)
 
 
 def test_blank_lines_are_skipped(tmp_path):

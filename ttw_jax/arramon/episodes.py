@@ -24,9 +24,10 @@ from typing import Sequence
 import numpy as np
 
 from ttw_jax.arramon import env, records as ar
+from ttw_jax.core.env import batched
 from ttw_jax.core.vocab import Vocabulary
 
-NAV_ACTION_IDS = {a: i for i, a in enumerate(env.ACTIONS)}
+NAV_ACTION_IDS = {a: i for i, a in enumerate(ar.ACTIONS)}
 NUM_ATTRIBUTES = (len(ar.PATTERNS) + 1, len(ar.COLOURS) + 1, len(ar.TYPES) + 1)  # 0 = unknown
 
 
@@ -248,3 +249,16 @@ def turn_examples(ep: dict) -> dict:
                 ex[phase + suffix] = ep[phase + suffix][:, t]
         turns.append(ex)
     return {key: np.concatenate([turns[0][key], turns[1][key]]) for key in turns[0]}
+
+
+def navigation_start(walkable: env.Walkable, batch: dict) -> env.NavState:
+    """The batched navigation states a turn-level `batch` (the keys of `turn_examples`, or a
+    turn of the cascaded task) starts from."""
+    return batched(env.reset_navigation)(walkable, batch["start"], batch["psi0"],
+                                         batch["objects"], batch["present"], batch["map_index"],
+                                         batch["heading"])
+
+
+def assembly_start(grid: env.AssemblyGrid, batch: dict) -> env.AssemblyState:
+    """The batched assembly states a turn-level `batch` starts from."""
+    return batched(env.reset_assembly)(grid, batch["heights"])

@@ -7,20 +7,16 @@ two turns): navigation nDTW and CTC-0/3/5/7, assembly nDTW, rPOD and PTC.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ttw_jax.arramon import env, metrics as am
-from ttw_jax.arramon.losses import assembly_rollout, navigation_rollout, navigation_start
-from ttw_jax.arramon.model import PhaseAgent
+from ttw_jax.arramon.episodes import assembly_start, navigation_start
+from ttw_jax.arramon.model import PhaseAgent, assembly_policy, navigation_policy
 from ttw_jax.core.chunks import map_in_chunks
+from ttw_jax.core.env import PolicyFactory, batched, rollout
 
-# runner(consts, walkable, turn_batch, rng, horizon) -> (final state, trajectory)
-NavRunner = Callable[[Any, env.Walkable, dict, jax.Array, int], tuple]
-AssemRunner = Callable[[Any, dict, jax.Array, int], tuple]
 EPISODE_KEYS = ("start", "psi0", "turn_heading", "map_index", "objects", "object_attrs",
                 "object_mask", "heights", "grid_attrs", "navi_path", "navi_path_len",
                 "assem_path", "assem_path_len", "target_pos", "assem_target", "navi_tokens",
@@ -28,40 +24,42 @@ EPISODE_KEYS = ("start", "psi0", "turn_heading", "map_index", "objects", "object
 METRICS = ("navi_ndtw", "ctc0", "ctc3", "ctc5", "ctc7", "assem_ndtw", "rpod", "ptc")
 
 
-def random_runners() -> tuple[NavRunner, AssemRunner]:
+def random_factories() -> tuple[PolicyFactory, PolicyFactory]:
     """The random walk: uniform over the four actions in both phases."""
-    def nav(consts, walkable, batch, rng, horizon):
-        final, _, traj = env.navigate(walkable, navigation_start(batch), env.random_policy, None,
-                                      rng, horizon)
-        return final, traj
-
-    def assem(consts, batch, rng, horizon):
-        final, _, traj = env.assemble(env.reset_assembly(batch["heights"]), env.random_policy,
-                                      None, rng, horizon)
-        return final, traj
-    return nav, assem
+    def factory(params, consts, batch):
+        return env.random_policy, None
+    return factory, factory
 
 
-def agent_runners(nav_model: PhaseAgent, assem_model: PhaseAgent,
-                  num_types: int) -> tuple[NavRunner, AssemRunner]:
+def agent_factories(nav_model: PhaseAgent, assem_model: PhaseAgent,
+                    num_types: int) -> tuple[PolicyFactory, PolicyFactory]:
     """Greedy decoding of the trained modules; consts = {"navi": params, "assem": params}."""
-    def nav(params, walkable, batch, rng, horizon):
-        return navigation_rollout(nav_model, params["navi"], walkable, batch, rng, horizon)
+    def nav(walkable, consts, batch):
+        return navigation_policy(nav_model, consts["navi"], batch)
 
-    def assem(params, batch, rng, horizon):
-        return assembly_rollout(assem_model, params["assem"], batch, rng, horizon, num_types)
+    def assem(grid, consts, batch):
+        return assembly_policy(assem_model, consts["assem"], batch, num_types)
     return nav, assem
 
 
-def make_task_rollout(runners: tuple[NavRunner, AssemRunner], horizon: int = env.STEP_LIMIT,
-                      strict: bool = True):
+def _phase(step, finish, params, start, factory: PolicyFactory, consts, batch: dict,
+           rng: jax.Array, horizon: int):
+    """(final state after the fallback, trajectory) of one phase of a turn `batch`."""
+    policy, carry = factory(params, consts, batch)
+    final, _, traj = rollout(step, params, start, policy, carry, rng, horizon)
+    return batched(finish)(params, final), traj
+
+
+def make_task_rollout(factories: tuple[PolicyFactory, PolicyFactory],
+                      horizon: int = env.STEP_LIMIT, strict: bool = True):
     """Jitted run(walkable, consts, batch, rng) -> {f"{metric}_{turn}": [B]} for both turns of a
-    batch of instances (keys EPISODE_KEYS of `episodes.episodes`). Runners get each
-    turn's batch: the keys of `episodes.turn_examples` without actions, plus `turn` [B].
+    batch of instances (keys EPISODE_KEYS of `episodes.episodes`). The (navigation, assembly)
+    policy factories get the phase's params (the walkable map, `env.ASSEMBLY`), `consts` and
+    each turn's batch: the keys of `episodes.turn_examples` without actions, plus `turn` [B].
     `strict=False` lets
     the fallback's pick-ups score CTC-k by distance (see `metrics.ctc`); the object then
     also counts as collected for rPOD / PTC when within 3 units."""
-    nav_run, assem_run = runners
+    nav_factory, assem_factory = factories
 
     @jax.jit
     def run(walkable, consts, batch, rng):
@@ -77,8 +75,10 @@ def make_task_rollout(runners: tuple[NavRunner, AssemRunner], horizon: int = env
                         grid_attrs=grid_attrs, turn=jnp.full(start.shape[:1], t, jnp.int32))
             for key in ("navi_tokens", "navi_token_len", "assem_tokens", "assem_token_len"):
                 turn[key] = batch[key][:, t]
-            final, traj = nav_run(consts, walkable, turn, k_nav, horizon)
-            path, path_len = env.path_of(traj["state"].position, final.position)
+            final, traj = _phase(env.step_navigation, env.finish_navigation, walkable,
+                                 navigation_start(walkable, turn), nav_factory, consts, turn,
+                                 k_nav, horizon)
+            path, path_len = env.path_of(traj, final)
             out[f"navi_ndtw_{t}"] = am.ndtw(path, path_len, batch["navi_path"][:, t],
                                             batch["navi_path_len"][:, t])
             ctc = am.ctc(final.position, batch["target_pos"][:, t], final.picked == t,
@@ -86,8 +86,10 @@ def make_task_rollout(runners: tuple[NavRunner, AssemRunner], horizon: int = env
             out.update({f"{k}_{t}": v for k, v in ctc.items()})
             out[f"navi_steps_{t}"] = final.num_steps
 
-            placed, traj = assem_run(consts, turn, k_assem, horizon)
-            path, path_len = env.path_of(traj["state"].position, placed.position)
+            placed, traj = _phase(env.step_assembly, env.finish_assembly, env.ASSEMBLY,
+                                  assembly_start(env.ASSEMBLY, turn), assem_factory, consts,
+                                  turn, k_assem, horizon)
+            path, path_len = env.path_of(traj, placed)
             out[f"assem_ndtw_{t}"] = am.ndtw(path, path_len, batch["assem_path"][:, t],
                                              batch["assem_path_len"][:, t])
             collected = jnp.maximum(ctc["ctc0"], ctc["ctc3"])

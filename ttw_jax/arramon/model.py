@@ -13,7 +13,8 @@ One `PhaseAgent` per phase (navigation and assembly keep separate parameters):
   (score g_m^T W h_{t-1}) of its state over G; logits = linear([h_t; context]).
 - `kind`: 'vl' (the above), 'lo' (attention over U only), 'vo' (attention over V only).
 Dropout 0.3 on embeddings and the attended context while training. `step` runs once per
-simulator step, so the agent lives inside the simulator's `lax.scan`.
+simulator step, so the agent lives inside the simulator's `lax.scan`: `navigation_policy` /
+`assembly_policy` are the policies (`ttw_jax.core.env`) that run it in each phase's environment.
 """
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from ttw_jax.core.rollout import choose_action
+from ttw_jax.arramon.views import assembly_view, navigation_view
+from ttw_jax.core.env import choose_action
 
 NUM_ACTIONS = 4
 START = NUM_ACTIONS          # previous-action id at t = 0
@@ -128,12 +130,12 @@ def encode_words(model: PhaseAgent, params, tokens: jax.Array, token_len: jax.Ar
 
 def phase_policy(model: PhaseAgent, params, words, view: Callable,
                  gold: jax.Array | None = None, greedy: bool = True, train: bool = False):
-    """A simulator policy driven by `model` (see `ttw_jax.core.rollout.scan_rollout`).
+    """A simulator policy driven by `model` (the policy of `ttw_jax.core.env`).
 
     words: (U, mask) from `encode_words`; `view(state)` gives the (attrs, geo, visible) the agent
-    sees. Returns (policy, initial carry). With `gold` [B, T] the demonstrated action is executed
-    (teacher forcing); otherwise the argmax (greedy) or a sample. The policy's output is the
-    logits [B, 4]; with `train`, dropout draws from the step's key.
+    sees in the batched `state`. Returns (policy, initial carry). With `gold` [B, T] the
+    demonstrated action is executed (teacher forcing); otherwise the argmax (greedy) or a sample.
+    The policy's output is the logits [B, 4]; with `train`, dropout draws from the step's key.
     """
     u, umask = words
 
@@ -149,3 +151,26 @@ def phase_policy(model: PhaseAgent, params, words, view: Callable,
 
     zeros = jnp.zeros((u.shape[0], model.hidden), jnp.float32)
     return policy, ((zeros, zeros), jnp.full((u.shape[0],), START, jnp.int32))
+
+
+def navigation_policy(model: PhaseAgent, params, batch: dict, gold: jax.Array | None = None,
+                      dropout_key: jax.Array | None = None):
+    """(policy, initial carry) of `model` in the navigation environment for a turn-level
+    `batch` (the keys of `episodes.turn_examples`): greedy, or the demonstrated `gold` [B, T]
+    (teacher forcing); `dropout_key` turns dropout on (training)."""
+    words = encode_words(model, params, batch["navi_tokens"], batch["navi_token_len"],
+                         dropout_key)
+    view = jax.vmap(navigation_view)
+    return phase_policy(model, params, words,
+                        lambda s: view(s, batch["object_attrs"], batch["object_mask"]),
+                        gold=gold, train=dropout_key is not None)
+
+
+def assembly_policy(model: PhaseAgent, params, batch: dict, num_types: int,
+                    gold: jax.Array | None = None, dropout_key: jax.Array | None = None):
+    """The assembly twin of `navigation_policy` (object type ids 1..num_types)."""
+    words = encode_words(model, params, batch["assem_tokens"], batch["assem_token_len"],
+                         dropout_key)
+    view = jax.vmap(assembly_view, in_axes=(0, 0, None))
+    return phase_policy(model, params, words, lambda s: view(s, batch["grid_attrs"], num_types),
+                        gold=gold, train=dropout_key is not None)

@@ -54,11 +54,10 @@ position is `ASSEMBLY_ORIGIN`; a cell is `CELL` = 1.5 units (`assembly_world`).
 """
 from __future__ import annotations
 
-import json
-import math
-import numbers
-import os
 from typing import Any, Mapping
+
+from ttw_jax.core.records import (Fields, RecordFormatError, is_int, is_number, list_of,
+                                  read_json_list, shown)
 
 SOURCE_HINT = ("ArraMon instances are in the official release, github.com/hyounghk/ArraMon, "
                "`data/` (the test split is sent on request by e-mail to the authors, "
@@ -93,7 +92,7 @@ PHASES = {"navi": ("gt_paths.navi_path_gt", "gt_actions.navi_action_gt",
 WORLD_KEYS = ("bounds", "buildings", "objects", "assembly_objects")
 
 
-class ArramonFormatError(ValueError):
+class ArramonFormatError(RecordFormatError):
     """An instance file exists but an instance does not validate; the message names the file, the
     instance (index and code) and the field."""
 
@@ -134,161 +133,114 @@ def walkable(world: Mapping, x: float, z: float) -> bool:
 
 # ----------------------------------------------------------------------------- field checks
 
-def _shown(value: Any) -> str:
-    shown = repr(value)
-    return shown if len(shown) <= 80 else shown[:77] + "..."
+CELL_WHAT = (f"[gx, level, gz] integers with 0 <= gx < {GRID_COLUMNS}, level in {LEVELS}, "
+             f"0 <= gz < {GRID_ROWS}")
+RECT_WHAT = "[x0, z0, x1, z1] finite with x0 < x1, z0 < z1"
+WALKABLE = "walkable (inside world.bounds, outside world.buildings)"
+_point = list_of(is_number, 3, 3)     # [x, y, z], finite
 
 
-def _bad(where: str, name: str, what: str, value: Any) -> ArramonFormatError:
-    return ArramonFormatError(f"{where}: field '{name}' is not {what}: {_shown(value)}")
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-
-
-def _is_finite(v: Any) -> bool:
-    return (isinstance(v, numbers.Real) and not isinstance(v, bool)
-            and math.isfinite(float(v)))
-
-
-def _numbers(v: Any, count: int) -> bool:
-    return isinstance(v, list) and len(v) == count and all(_is_finite(x) for x in v)
-
-
-def _get(inst: Mapping, dotted: str, where: str) -> Any:
-    """The value at `group.field` (or `field`), ArramonFormatError naming what is missing."""
-    value, seen = inst, []
-    for part in dotted.split("."):
-        if not isinstance(value, Mapping):
-            raise _bad(where, ".".join(seen), "an object", value)
-        seen.append(part)
-        if part not in value:
-            raise ArramonFormatError(f"{where}: missing field '{'.'.join(seen)}'")
-        value = value[part]
-    return value
-
-
-def _turns(inst: Mapping, dotted: str, where: str) -> list:
-    value = _get(inst, dotted, where)
-    if not isinstance(value, list) or len(value) != NUM_TURNS:
-        raise _bad(where, dotted, f"a list of {NUM_TURNS} turns", value)
-    return value
+def _rectangle(v: Any) -> bool:
+    return list_of(is_number, 4, 4)(v) and v[0] < v[2] and v[1] < v[3]
 
 
 def _cell(v: Any) -> bool:
     """[gx, level, gz] integers inside the assembly grid."""
-    return (isinstance(v, list) and len(v) == 3 and all(_is_int(x) for x in v)
-            and in_grid(v[0], v[2]) and v[1] in LEVELS)
+    return list_of(is_int, 3, 3)(v) and in_grid(v[0], v[2]) and v[1] in LEVELS
 
 
-CELL_WHAT = (f"[gx, level, gz] integers with 0 <= gx < {GRID_COLUMNS}, level in {LEVELS}, "
-             f"0 <= gz < {GRID_ROWS}")
+def _turns(f: Fields, dotted: str) -> list:
+    return f.get(dotted, lambda v: isinstance(v, list) and len(v) == NUM_TURNS,
+                 f"a list of {NUM_TURNS} turns")
 
 
-def _check_phase(inst: Mapping, phase: str, where: str) -> None:
+def _check_phase(f: Fields, phase: str) -> None:
     path_field, action_field, id_field = PHASES[phase]
-    paths, actions, ids = (_turns(inst, f, where) for f in PHASES[phase])
+    paths, actions, ids = (_turns(f, name) for name in PHASES[phase])
     for t in range(NUM_TURNS):
         path, acts, act_ids = paths[t], actions[t], ids[t]
         if not isinstance(path, list) or not path:
-            raise _bad(where, f"{path_field}[{t}]", "a non-empty list of points", path)
+            raise f.bad(f"{path_field}[{t}]", "a non-empty list of points", path)
         for k, point in enumerate(path):
-            if not _numbers(point, 3):
-                raise _bad(where, f"{path_field}[{t}][{k}]", "a list of 3 finite numbers", point)
+            if not _point(point):
+                raise f.bad(f"{path_field}[{t}][{k}]", "a list of 3 finite numbers", point)
         if not isinstance(acts, list) or not acts or acts[-1] != str(t):
-            raise ArramonFormatError(f"{where}: field '{action_field}[{t}]' does not end with "
-                                     f"the turn token {str(t)!r}: {_shown(acts)}")
+            raise f.error(f"{f.where}: field '{action_field}[{t}]' does not end with the turn "
+                          f"token {str(t)!r}: {shown(acts)}")
         for k, a in enumerate(acts[:-1]):
             if a not in ACTIONS:
-                raise _bad(where, f"{action_field}[{t}][{k}]", f"one of {ACTIONS}", a)
+                raise f.bad(f"{action_field}[{t}][{k}]", f"one of {ACTIONS}", a)
         if not isinstance(act_ids, list) or len(act_ids) != len(acts) - 1:
-            raise ArramonFormatError(
-                f"{where}: field '{id_field}[{t}]' is not a list of {len(acts) - 1} action ids "
-                f"(one per action of '{action_field}[{t}]' before the turn token): "
-                f"{_shown(act_ids)}")
+            raise f.bad(f"{id_field}[{t}]", f"a list of {len(acts) - 1} action ids (one per "
+                        f"action of '{action_field}[{t}]' before the turn token)", act_ids)
         for k, (a, i) in enumerate(zip(acts, act_ids)):
-            if not _is_int(i) or i != ACTIONS.index(a):
-                raise ArramonFormatError(
-                    f"{where}: field '{id_field}[{t}][{k}]' is {_shown(i)}, but action {a!r} has "
-                    f"id {ACTIONS.index(a)}")
+            if not is_int(i) or i != ACTIONS.index(a):
+                raise f.error(f"{f.where}: field '{id_field}[{t}][{k}]' is {shown(i)}, but "
+                              f"action {a!r} has id {ACTIONS.index(a)}")
         forwards = acts.count("f")
         if len(path) != forwards + 1:
-            raise ArramonFormatError(
-                f"{where}: field '{path_field}[{t}]' has {len(path)} points, but "
+            raise f.error(
+                f"{f.where}: field '{path_field}[{t}]' has {len(path)} points, but "
                 f"'{action_field}[{t}]' has {forwards} forward steps (expected the start plus one "
                 f"point per 'f': {forwards + 1})")
 
 
-def _check_world(inst: Mapping, where: str) -> None:
-    world = inst["world"]
-    if not isinstance(world, Mapping):
-        raise _bad(where, "world", "an object", world)
-    for key in WORLD_KEYS:
-        _get(inst, f"world.{key}", where)
-    bounds = world["bounds"]
-    if not _numbers(bounds, 4) or not (bounds[0] < bounds[2] and bounds[1] < bounds[3]):
-        raise _bad(where, "world.bounds", "[x0, z0, x1, z1] finite with x0 < x1, z0 < z1",
-                   bounds)
-    buildings = world["buildings"]
-    if not isinstance(buildings, list):
-        raise _bad(where, "world.buildings", "a list of rectangles", buildings)
-    for k, b in enumerate(buildings):
-        if not _numbers(b, 4) or not (b[0] < b[2] and b[1] < b[3]):
-            raise _bad(where, f"world.buildings[{k}]",
-                       "[x0, z0, x1, z1] finite with x0 < x1, z0 < z1", b)
-    objects = world["objects"]
-    if not isinstance(objects, list) or len(objects) < NUM_TURNS:
-        raise _bad(where, "world.objects", f"a list of at least {NUM_TURNS} objects", objects)
+def _check_objects(f: Fields, name: str, keys: tuple[str, str], check, what: str) -> list:
+    """The list `world.{name}` of objects {name, keys[1]}, `check` true for each keys[1]."""
+    objects = f.get(f"world.{name}", lambda v: isinstance(v, list), "a list of objects")
     for k, obj in enumerate(objects):
-        name = f"world.objects[{k}]"
-        if not isinstance(obj, Mapping) or set(obj) != {"name", "pos"}:
-            raise _bad(where, name, "an object {name, pos}", obj)
-        _name(obj["name"], f"{name}.name", where)
-        if not _numbers(obj["pos"], 3):
-            raise _bad(where, f"{name}.pos", "a list of 3 finite numbers", obj["pos"])
-    targets, positions = inst["gt_objects"], inst["gt_objects_pos"]["navi_obj_pos_gt"]
+        field = f"world.{name}[{k}]"
+        if not isinstance(obj, Mapping) or set(obj) != set(keys):
+            raise f.bad(field, f"an object {{{', '.join(keys)}}}", obj)
+        _name(f, obj["name"], f"{field}.name")
+        if not check(obj[keys[1]]):
+            raise f.bad(f"{field}.{keys[1]}", what, obj[keys[1]])
+    return objects
+
+
+def _check_world(f: Fields) -> None:
+    world = f.get("world", lambda v: isinstance(v, Mapping), "an object")
+    for key in WORLD_KEYS:
+        f.get(f"world.{key}")
+    f.get("world.bounds", _rectangle, RECT_WHAT)
+    for k, b in enumerate(f.get("world.buildings", lambda v: isinstance(v, list),
+                                "a list of rectangles")):
+        if not _rectangle(b):
+            raise f.bad(f"world.buildings[{k}]", RECT_WHAT, b)
+    objects = _check_objects(f, "objects", ("name", "pos"), _point, "a list of 3 finite numbers")
+    if len(objects) < NUM_TURNS:
+        raise f.bad("world.objects", f"a list of at least {NUM_TURNS} objects", objects)
+    targets, positions = f.rec["gt_objects"], f.rec["gt_objects_pos"]["navi_obj_pos_gt"]
     for t in range(NUM_TURNS):
         if objects[t]["name"] != targets[t] or list(objects[t]["pos"]) != list(positions[t]):
-            raise ArramonFormatError(
-                f"{where}: field 'world.objects[{t}]' is not the turn-{t} target "
-                f"(gt_objects[{t}] {targets[t]!r} at navi_obj_pos_gt[{t}] {positions[t]}): "
-                f"{_shown(dict(objects[t]))}")
-    placed = world["assembly_objects"]
-    if not isinstance(placed, list):
-        raise _bad(where, "world.assembly_objects", "a list of objects", placed)
+            raise f.bad(f"world.objects[{t}]", f"the turn-{t} target (gt_objects[{t}] "
+                        f"{targets[t]!r} at navi_obj_pos_gt[{t}] {positions[t]})",
+                        dict(objects[t]))
     cells = set()
-    for k, obj in enumerate(placed):
-        name = f"world.assembly_objects[{k}]"
-        if not isinstance(obj, Mapping) or set(obj) != {"name", "cell"}:
-            raise _bad(where, name, "an object {name, cell}", obj)
-        _name(obj["name"], f"{name}.name", where)
-        if not _cell(obj["cell"]):
-            raise _bad(where, f"{name}.cell", CELL_WHAT, obj["cell"])
+    for k, obj in enumerate(_check_objects(f, "assembly_objects", ("name", "cell"), _cell,
+                                           CELL_WHAT)):
         if tuple(obj["cell"]) in cells:
-            raise _bad(where, f"{name}.cell", "a free cell and level (another object is there)",
-                       obj["cell"])
+            raise f.bad(f"world.assembly_objects[{k}].cell",
+                        "a free cell and level (another object is there)", obj["cell"])
         cells.add(tuple(obj["cell"]))
     for gx, level, gz in cells:
         if level > 1 and (gx, level - 1, gz) not in cells:
-            raise ArramonFormatError(f"{where}: field 'world.assembly_objects': the object at "
-                                     f"{[gx, level, gz]} has nothing below it")
-    for t, path in enumerate(inst["gt_paths"]["navi_path_gt"]):
+            raise f.fail("world.assembly_objects",
+                         f"the object at {[gx, level, gz]} has nothing below it")
+    for t, path in enumerate(f.rec["gt_paths"]["navi_path_gt"]):
         for k, point in enumerate(path):
             if not walkable(world, point[0], point[2]):
-                raise _bad(where, f"gt_paths.navi_path_gt[{t}][{k}]",
-                           "walkable (inside world.bounds, outside world.buildings)", point)
+                raise f.bad(f"gt_paths.navi_path_gt[{t}][{k}]", WALKABLE, point)
     for k, obj in enumerate(objects):
         if not walkable(world, obj["pos"][0], obj["pos"][2]):
-            raise _bad(where, f"world.objects[{k}].pos",
-                       "walkable (inside world.bounds, outside world.buildings)", obj["pos"])
+            raise f.bad(f"world.objects[{k}].pos", WALKABLE, obj["pos"])
 
 
-def _name(value: Any, field: str, where: str) -> None:
+def _name(f: Fields, value: Any, field: str) -> None:
     try:
         parse_object_name(value)
     except ArramonFormatError as e:
-        raise ArramonFormatError(f"{where}: field '{field}': {e}") from None
+        raise f.fail(field, str(e)) from None
 
 
 def validate_instance(inst: Any, where: str) -> Mapping:
@@ -296,33 +248,30 @@ def validate_instance(inst: Any, where: str) -> Mapping:
     ArramonFormatError "{where}: ... field '...' ..." naming the field."""
     if not isinstance(inst, Mapping):
         raise ArramonFormatError(f"{where}: expected a JSON object, got {type(inst).__name__}")
+    f = Fields(inst, where, ArramonFormatError)
     for key in REQUIRED:
-        _get(inst, key, where)
-    for key in ("code", "filename"):
-        if not isinstance(inst[key], str) or not inst[key]:
-            raise _bad(where, key, "a non-empty string", inst[key])
-    if not _is_int(inst["mapId"]):
-        raise _bad(where, "mapId", "an integer", inst["mapId"])
-    names = inst["gt_objects"]
-    if not isinstance(names, list) or len(names) != NUM_TURNS:
-        raise _bad(where, "gt_objects", f"a list of {NUM_TURNS} object names", names)
+        f.get(key)
+    f.string("code", nonempty=True)
+    f.string("filename", nonempty=True)
+    f.int("mapId")
+    names = f.get("gt_objects", lambda v: isinstance(v, list) and len(v) == NUM_TURNS,
+                  f"a list of {NUM_TURNS} object names")
     for t, name in enumerate(names):
-        _name(name, f"gt_objects[{t}]", where)
-    for t, pos in enumerate(_turns(inst, "gt_objects_pos.navi_obj_pos_gt", where)):
-        if not _numbers(pos, 3):
-            raise _bad(where, f"gt_objects_pos.navi_obj_pos_gt[{t}]",
-                       "a list of 3 finite numbers", pos)
-    for t, cell in enumerate(_turns(inst, "gt_objects_pos.assem_obj_pos_gt", where)):
+        _name(f, name, f"gt_objects[{t}]")
+    for t, pos in enumerate(_turns(f, "gt_objects_pos.navi_obj_pos_gt")):
+        if not _point(pos):
+            raise f.bad(f"gt_objects_pos.navi_obj_pos_gt[{t}]", "a list of 3 finite numbers", pos)
+    for t, cell in enumerate(_turns(f, "gt_objects_pos.assem_obj_pos_gt")):
         if not _cell(cell):
-            raise _bad(where, f"gt_objects_pos.assem_obj_pos_gt[{t}]", CELL_WHAT, cell)
+            raise f.bad(f"gt_objects_pos.assem_obj_pos_gt[{t}]", CELL_WHAT, cell)
     for phase in PHASES:
-        _check_phase(inst, phase, where)
+        _check_phase(f, phase)
     for field in ("instructions.navi_inst_gt", "instructions.assem_inst_gt"):
-        for t, text in enumerate(_turns(inst, field, where)):
+        for t, text in enumerate(_turns(f, field)):
             if not isinstance(text, str) or not text.strip():
-                raise _bad(where, f"{field}[{t}]", "a non-empty string", text)
+                raise f.bad(f"{field}[{t}]", "a non-empty string", text)
     if "world" in inst:
-        _check_world(inst, where)
+        _check_world(f)
     return inst
 
 
@@ -336,19 +285,7 @@ def read_arramon(path: str) -> list[dict]:
     """The instances of an ArraMon JSON file (a JSON list), unchanged, after validating every one
     (`validate_instance`). FileNotFoundError naming a missing file; ArramonFormatError naming the
     file (and the instance and field) otherwise."""
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"ArraMon file missing: {path}. {SOURCE_HINT}")
-    with open(path, encoding="utf-8") as f:
-        try:
-            data = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ArramonFormatError(f"{path}: invalid JSON at line {e.lineno}, column "
-                                     f"{e.colno}: {e.msg}") from None
-        except UnicodeDecodeError as e:
-            raise ArramonFormatError(f"{path}: not UTF-8 text ({e})") from None
-    if not isinstance(data, list):
-        raise ArramonFormatError(f"{path}: expected a JSON list of instances, got "
-                                 f"{type(data).__name__}")
+    data = read_json_list(path, "instances", ArramonFormatError, SOURCE_HINT)
     for i, inst in enumerate(data):
         validate_instance(inst, instance_where(path, i, inst))
     return data

@@ -1,7 +1,7 @@
 """Egocentric symbolic views of the ArraMon simulator: what the agent sees, as a set of entities.
 
 Every entity is (attrs [3] int: pattern, colour, type ids, 0 = unknown; geo [4] float; visible
-bool), so navigation and assembly views share one model input:
+bool), so navigation and assembly views share one model input (one episode; batches vmap them):
 - Navigation: each present object within `VIEW_RANGE` units and `FIELD_OF_VIEW` degrees of the
   heading; geo = (sin, cos) of its bearing (positive to the right), distance / VIEW_RANGE, 1.
   There is no occlusion (the data do not hold the buildings).
@@ -27,12 +27,9 @@ NUM_ENTITIES_ASSEMBLY = env.GRID_COLUMNS * env.GRID_ROWS + NUM_WALLS
 
 
 def navigation_view(state: env.NavState, attrs: jax.Array, mask: jax.Array):
-    """(attrs [B, K, 3], geo [B, K, 4], visible [B, K]) of objects with attrs [B, K, 3] and
-    mask [B, K] (real objects)."""
-    rel = state.objects[..., jnp.array([0, 2])] - state.position[:, None, :]
-    d = jnp.take_along_axis(state.directions, state.heading[:, None, None], 1)
-    forward = jnp.sum(rel * d, -1)
-    right = rel[..., 0] * d[..., 1] - rel[..., 1] * d[..., 0]
+    """(attrs (K, 3), geo (K, 4), visible (K,)) of one episode's objects with attrs (K, 3) and
+    mask (K,) (real objects)."""
+    forward, right = env.object_offsets(state)
     dist = jnp.sqrt(forward ** 2 + right ** 2)
     bearing = jnp.arctan2(right, forward)
     visible = (mask & state.present & (dist < VIEW_RANGE)
@@ -48,23 +45,21 @@ def wall_type(num_types: int, wall: int) -> int:
 
 
 def assembly_view(state: env.AssemblyState, grid_attrs: jax.Array, num_types: int):
-    """(attrs [B, 24, 3], geo [B, 24, 4], visible [B, 24]) of the grid cells (top object attrs
-    grid_attrs [B, 5, 4, 3]) and the four walls."""
-    b = state.cell.shape[0]
+    """(attrs (24, 3), geo (24, 4), visible (24,)) of one episode's grid cells (top object
+    attrs grid_attrs (5, 4, 3)) and the four walls."""
     gx, gz = jnp.meshgrid(jnp.arange(env.GRID_COLUMNS), jnp.arange(env.GRID_ROWS), indexing="ij")
     cells = jnp.stack([gx.ravel(), gz.ravel()], -1).astype(jnp.float32)        # [20, 2]
     points = jnp.concatenate([cells, jnp.asarray(WALLS, jnp.float32)], 0)      # [24, 2]
-    rel = points[None] - state.cell[:, None, :].astype(jnp.float32)            # [B, 24, 2]
+    rel = points - state.cell.astype(jnp.float32)                              # [24, 2]
     psi = state.heading.astype(jnp.float32) * (jnp.pi / 6)
-    s, c = jnp.sin(psi)[:, None], jnp.cos(psi)[:, None]
+    s, c = jnp.sin(psi), jnp.cos(psi)
     forward = rel[..., 0] * s + rel[..., 1] * c
     right = rel[..., 0] * c - rel[..., 1] * s
-    height = jnp.concatenate([state.heights.reshape(b, -1).astype(jnp.float32),
-                              jnp.zeros((b, NUM_WALLS))], 1)
+    height = jnp.concatenate([state.heights.reshape(-1).astype(jnp.float32),
+                              jnp.zeros((NUM_WALLS,))])
     geo = jnp.stack([right / 4, forward / 4, height / 2, jnp.ones_like(height)], -1)
     wall_attrs = jnp.array([[0, 0, wall_type(num_types, w)] for w in range(NUM_WALLS)], jnp.int32)
-    attrs = jnp.concatenate([grid_attrs.reshape(b, -1, 3),
-                             jnp.broadcast_to(wall_attrs, (b, NUM_WALLS, 3))], 1)
+    attrs = jnp.concatenate([grid_attrs.reshape(-1, 3), wall_attrs])
     known = (state.heights > 0) & (grid_attrs[..., 2] > 0)
-    visible = jnp.concatenate([known.reshape(b, -1), jnp.ones((b, NUM_WALLS), bool)], 1)
+    visible = jnp.concatenate([known.reshape(-1), jnp.ones((NUM_WALLS,), bool)])
     return attrs, jnp.where(visible[..., None], geo, 0.0), visible

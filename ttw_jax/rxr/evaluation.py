@@ -1,24 +1,24 @@
 """R2R / RxR evaluation: batched on-device rollouts, then PL / NE / SR / OSR / SPL / nDTW / SDTW,
 overall and per language, for agents and the simple baselines of Ku et al. (2020), Table 4.
 
-A policy factory `(graph, consts, batch) -> (policy, carry)` builds the policy inside the jitted
-rollout, so baselines and models share one code path and compile once per shape.
+Policies come from factories `(graph, consts, batch) -> (policy, carry)` (`ttw_jax.core.env`)
+built inside the jitted rollout, so baselines and models share one code path and compile once per
+shape.
 """
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from typing import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ttw_jax.core.chunks import map_in_chunks
-from ttw_jax.core.rollout import Policy
+from ttw_jax.core.env import PolicyFactory, batched, rollout
 from ttw_jax.rxr import env as mp
 from ttw_jax.rxr.metrics import path_metrics
 
-PolicyFactory = Callable[[Any, Any, dict], tuple[Policy, Any]]
 METRICS = ("pl", "ne", "sr", "spl", "ndtw", "sdtw")
 EPISODE_KEYS = ("start", "heading", "path", "path_len", "gold", "tokens", "token_len",
                 "text_features")
@@ -67,8 +67,8 @@ def make_rollout(factory: PolicyFactory, horizon: int, success_radius: float = 3
     @jax.jit
     def run(graph, geodesic, consts, batch, rng):
         policy, carry = factory(graph, consts, batch)
-        state = mp.reset(batch["start"], batch["heading"])
-        final, _, traj = mp.rollout(graph, state, policy, carry, rng, horizon)
+        state = batched(mp.reset)(graph, batch["start"], batch["heading"])
+        final, _, traj = rollout(mp.step, graph, state, policy, carry, rng, horizon)
         path, length = mp.path_of(traj, final)
         out = path_metrics(path, length, batch["path"], batch["path_len"], geodesic,
                            success_radius)

@@ -17,15 +17,15 @@ import numpy as np
 from flax import struct
 from scipy.sparse import csgraph
 
-from ttw_jax.core.json_file import read_json
 from ttw_jax.core.pano_graph import NodeTable, PanoGraph, adjacency, build_graph
+from ttw_jax.core.records import RecordFormatError, read_json_list
 
 SOURCE_HINT = ("Matterport3D connectivity graphs are in the Matterport3DSimulator repository "
                "(github.com/peteanderson80/Matterport3DSimulator, `connectivity/`); see BUILD.md.")
 _FIELDS = ("image_id", "pose", "included", "unobstructed")
 
 
-class ConnectivityFormatError(ValueError):
+class ConnectivityFormatError(RecordFormatError):
     """A connectivity file exists but does not follow the documented format."""
 
 
@@ -35,9 +35,8 @@ def node_id(scan: str, viewpoint: str) -> str:
 
 def read_connectivity(path: str) -> list[dict]:
     """The list of viewpoint annotations of one scan, validated (errors name file, entry, field)."""
-    data = read_json(path, ConnectivityFormatError, f"(a Matterport connectivity file) {SOURCE_HINT}")
-    if not isinstance(data, list):
-        raise ConnectivityFormatError(f"{path}: expected a JSON list of viewpoints")
+    data = read_json_list(path, "viewpoints", ConnectivityFormatError,
+                          f"(a Matterport connectivity file) {SOURCE_HINT}")
     for i, entry in enumerate(data):
         for field in _FIELDS:
             if field not in entry:

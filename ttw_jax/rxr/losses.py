@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import ml_collections
 import optax
 
+from ttw_jax.core.env import batched, rollout
 from ttw_jax.core.sequence import dtw_prefixes
 from ttw_jax.rxr import env as mp
 from ttw_jax.rxr.rcm import RCMAgent, rcm_policy
@@ -85,11 +86,11 @@ def mixed_loss(model: RCMAgent, config: ml_collections.ConfigDict):
             gold = jnp.pad(gold, ((0, 0), (0, horizon - gold.shape[1])))   # STOP = 0
         policy, carry = rcm_policy(model, params, graph, view_features, ctx, ctx_mask, "sample",
                                    gold=gold, forced=forced)
-        state = mp.reset(batch["start"], batch["heading"])
-        final, _, traj = mp.rollout(graph, state, policy, carry, rng, horizon)
-        logits = traj["output"]["logits"]                                  # [T, B, A]
+        state = batched(mp.reset)(graph, batch["start"], batch["heading"])
+        final, _, traj = rollout(mp.step, graph, state, policy, carry, rng, horizon)
+        logits = traj.output["logits"]                                     # [T, B, A]
         logp = jax.nn.log_softmax(logits)
-        actions, done = traj["action"], traj["done"]
+        actions, done = traj.action, traj.state.done
         t = jnp.arange(horizon)[:, None]
 
         # behavioural cloning along the reference path
@@ -99,7 +100,7 @@ def mixed_loss(model: RCMAgent, config: ml_collections.ConfigDict):
         bc = jnp.sum(ce * bc_w)
 
         # policy gradient on the sampled rows
-        nodes = jnp.concatenate([traj["node"], final.node[None]], 0)
+        nodes = jnp.concatenate([traj.state.node, final.node[None]], 0)
         r = rewards(nodes, actions, done, batch["path"], batch["path_len"], geodesic,
                     config.stop_reward, config.success_radius)
         pg_mask = (~done & ~forced[None]).astype(jnp.float32)
@@ -120,7 +121,7 @@ def mixed_loss(model: RCMAgent, config: ml_collections.ConfigDict):
         if config.grounding_weight and "word_mask" in batch:
             steps = min(horizon, batch["word_mask"].shape[1])
             valid = (bc_mask[:steps] > 0) & batch["has_masks"][None]
-            out = traj["output"]
+            out = traj.output
             gl = grounding_loss(out["vis_logits"][:steps],
                                 jnp.swapaxes(batch["view_mask"][:, :steps], 0, 1), valid)
             if "text_features" not in batch:   # word masks index words, not feature positions

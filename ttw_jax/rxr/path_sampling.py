@@ -53,6 +53,7 @@ from scipy import sparse
 from scipy.sparse import csgraph
 
 from ttw_jax.core.pano_graph import NodeTable, PanoGraph, adjacency
+from ttw_jax.core.records import RecordFormatError, read_lines
 
 REGION_FILE = os.path.join("house_segmentations", "panorama_to_region.txt")
 REGION_HINT = (
@@ -63,7 +64,7 @@ REGION_HINT = (
 _REGION_FIELDS = ("panorama_index", "viewpoint_id", "region_index", "region_label")
 
 
-class RegionFormatError(ValueError):
+class RegionFormatError(RecordFormatError):
     """A `panorama_to_region.txt` file exists but does not follow the documented format."""
 
 
@@ -84,31 +85,26 @@ def read_region_file(path: str) -> dict[str, tuple[int, str]]:
     Returns {viewpoint_id: (region_index, region_label)}. A viewpoint listed twice with different
     regions is an error; errors name the file, the line and the field.
     """
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"Matterport region file missing: {path}. {REGION_HINT}")
     out: dict[str, tuple[int, str]] = {}
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            fields = line.split()
-            if not fields:
-                continue
-            if len(fields) != len(_REGION_FIELDS):
+    for lineno, line in read_lines(path, RegionFormatError, REGION_HINT):
+        fields = line.split()
+        if len(fields) != len(_REGION_FIELDS):
+            raise RegionFormatError(
+                f"{path}: line {lineno}: expected {len(_REGION_FIELDS)} fields "
+                f"({' '.join(_REGION_FIELDS)}), got {len(fields)}: {line.strip()!r}")
+        for k in (0, 2):
+            try:
+                int(fields[k])
+            except ValueError:
                 raise RegionFormatError(
-                    f"{path}: line {lineno}: expected {len(_REGION_FIELDS)} fields "
-                    f"({' '.join(_REGION_FIELDS)}), got {len(fields)}: {line.strip()!r}")
-            for k in (0, 2):
-                try:
-                    int(fields[k])
-                except ValueError:
-                    raise RegionFormatError(
-                        f"{path}: line {lineno}: field '{_REGION_FIELDS[k]}' must be an integer, "
-                        f"got {fields[k]!r}") from None
-            vp, region, label = fields[1], int(fields[2]), fields[3]
-            if vp in out and out[vp][0] != region:
-                raise RegionFormatError(
-                    f"{path}: line {lineno}: field 'viewpoint_id': {vp} already listed with "
-                    f"region {out[vp][0]}, now {region}")
-            out[vp] = (region, label)
+                    f"{path}: line {lineno}: field '{_REGION_FIELDS[k]}' must be an integer, "
+                    f"got {fields[k]!r}") from None
+        vp, region, label = fields[1], int(fields[2]), fields[3]
+        if vp in out and out[vp][0] != region:
+            raise RegionFormatError(
+                f"{path}: line {lineno}: field 'viewpoint_id': {vp} already listed with "
+                f"region {out[vp][0]}, now {region}")
+        out[vp] = (region, label)
     return out
 
 

@@ -122,7 +122,7 @@ class RCMAgent(nn.Module):
 def rcm_policy(model: RCMAgent, params, graph, view_features: jax.Array, ctx: jax.Array,
                ctx_mask: jax.Array, mode: str = "greedy", gold: jax.Array | None = None,
                forced: jax.Array | None = None):
-    """A Matterport simulator policy driven by `model` (see `ttw_jax.rxr.env.rollout`).
+    """A Matterport simulator policy (`ttw_jax.core.env`) driven by `model`.
 
     mode 'greedy' takes the argmax, 'sample' samples from the softmax. With `gold` [B, T] and
     `forced` [B] bool, forced rows execute the gold action instead (teacher forcing). Returns
@@ -132,7 +132,7 @@ def rcm_policy(model: RCMAgent, params, graph, view_features: jax.Array, ctx: ja
         raise ValueError(f"mode must be 'greedy' or 'sample', got {mode!r}")
 
     def policy(carry, state, t, key):
-        obs = mp.observe(graph, view_features, state)
+        obs = jax.vmap(mp.observe, in_axes=(None, 0, None))(graph, state, view_features)
         lstm, out = model.apply(params, carry, ctx, ctx_mask, obs["views"], obs["cands"],
                                 obs["cand_mask"], t, method=RCMAgent.step)
         logits = out["logits"]

@@ -66,8 +66,6 @@ as `ttw_jax.rxr.graph.edge_angles`.
 """
 from __future__ import annotations
 
-import gzip
-import json
 import math
 import os
 import re
@@ -75,6 +73,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ttw_jax.core import records as core
 from ttw_jax.rxr.views import NUM_VIEWS, nearest_view
 
 RXR_HINT = ("RxR annotations are in the official release, "
@@ -99,7 +98,7 @@ RECORD_KEYS = ("instruction_id", "path_id", "scan", "path", "heading", "instruct
                "step_views", "text_features")
 
 
-class RecordFormatError(ValueError):
+class RecordFormatError(core.RecordFormatError):
     """An annotation file exists but an entry does not parse; the message names file, line (or
     entry) and field."""
 
@@ -309,63 +308,13 @@ def text_features_path(manual_dir: str, instruction_id: int) -> str:
 
 # ----------------------------------------------------------------------------- field checks
 
-def _bad(where: str, name: str, what: str, value: Any) -> RecordFormatError:
-    shown = repr(value)
-    shown = shown if len(shown) <= 80 else shown[:77] + "..."
-    return RecordFormatError(f"{where}: field '{name}' is not {what}: {shown}")
+def _fields(rec: Mapping[str, Any], where: str) -> core.Fields:
+    return core.Fields(rec, where, RecordFormatError)
 
 
-def _field(rec: Mapping[str, Any], name: str, where: str) -> Any:
-    if name not in rec:
-        raise RecordFormatError(f"{where}: missing field '{name}'")
-    return rec[name]
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-
-
-def _is_number(v: Any) -> bool:
-    return (isinstance(v, (int, float, np.integer, np.floating))
-            and not isinstance(v, (bool, np.bool_)))
-
-
-def _int(rec, name: str, where: str, minimum: int = 0) -> int:
-    v = _field(rec, name, where)
-    if not _is_int(v) or v < minimum:
-        raise _bad(where, name, f"an integer >= {minimum}", v)
-    return int(v)
-
-
-def _float(rec, name: str, where: str) -> float:
-    v = _field(rec, name, where)
-    if not _is_number(v) or not math.isfinite(float(v)):
-        raise _bad(where, name, "a finite number", v)
-    return float(v)
-
-
-def _optional_float(rec, name: str, where: str) -> float:
-    """A number, NaN when the field is absent or null."""
-    v = rec.get(name)
-    if v is None:
-        return math.nan
-    if not _is_number(v):
-        raise _bad(where, name, "a number", v)
-    return float(v)
-
-
-def _string(rec, name: str, where: str, nonempty: bool = False) -> str:
-    v = _field(rec, name, where)
-    if not isinstance(v, str) or (nonempty and not v):
-        raise _bad(where, name, "a non-empty string" if nonempty else "a string", v)
-    return v
-
-
-def _viewpoints(rec, name: str, where: str) -> list[str]:
-    v = _field(rec, name, where)
-    if not isinstance(v, list) or not v or not all(isinstance(p, str) and p for p in v):
-        raise _bad(where, name, "a non-empty list of viewpoint ids (non-empty strings)", v)
-    return list(v)
+def _viewpoints(f: core.Fields, name: str) -> list[str]:
+    return list(f.get(name, core.list_of(core.is_nonempty_string, 1),
+                      "a non-empty list of viewpoint ids (non-empty strings)"))
 
 
 def normalize_language(lang: str) -> str | None:
@@ -379,28 +328,23 @@ def _timed_words(rec, where: str) -> tuple[list[str], np.ndarray, np.ndarray]:
     raw = rec.get("timed_instruction")
     if raw is None:
         return [], np.zeros(0), np.zeros(0)
-    name = "timed_instruction"
+    name, f = "timed_instruction", _fields(rec, where)
     if not isinstance(raw, list):
-        raise _bad(where, name, "a list of {word, start_time, end_time}", raw)
+        raise f.bad(name, "a list of {word, start_time, end_time}", raw)
     words, times = [], []
     for j, item in enumerate(raw):
         if not isinstance(item, dict) or not isinstance(item.get("word"), str):
-            raise _bad(where, f"{name}[{j}].word", "a string", item)
+            raise f.bad(f"{name}[{j}].word", "a string", item)
         words.append(item["word"])
         for key in ("start_time", "end_time"):
-            v = item.get(key)
-            if v is not None and not _is_number(v):
-                raise _bad(where, f"{name}[{j}].{key}", "a number (or missing)", v)
-        times.append([math.nan if item.get(k) is None else float(item[k])
+            if not (core.is_missing(item.get(key)) or core.is_number(item[key])):
+                raise f.bad(f"{name}[{j}].{key}", "a number (or absent)", item[key])
+        times.append([math.nan if core.is_missing(item.get(k)) else float(item[k])
                       for k in ("start_time", "end_time")])
-    times = np.asarray(times, np.float64).reshape(-1, 2)
-    if np.isinf(times).any():
-        j = int(np.nonzero(np.isinf(times).any(1))[0][0])
-        raise _bad(where, f"{name}[{j}]", "finite times", raw[j])
     try:
-        starts, ends = fill_word_times(times[:, 0], times[:, 1])
+        starts, ends = fill_word_times(*np.asarray(times, np.float64).reshape(-1, 2).T)
     except ValueError as e:
-        raise RecordFormatError(f"{where}: field '{name}': {e}") from None
+        raise f.fail(name, str(e)) from None
     return words, starts, ends
 
 
@@ -422,28 +366,25 @@ def check_record(rec: Mapping[str, Any], where: str) -> dict:
     may be absent). RecordFormatError naming `where` and the field otherwise."""
     if not isinstance(rec, Mapping):
         raise RecordFormatError(f"{where}: expected a record dict, got {type(rec).__name__}")
-    path = _viewpoints(rec, "path", where)
-    annotator = _string(rec, "annotator", where)
-    if annotator not in ANNOTATORS:
-        raise _bad(where, "annotator", f"one of {ANNOTATORS}", annotator)
-    words = _field(rec, "timed_words", where)
-    if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
-        raise _bad(where, "timed_words", "a list of strings", words)
+    f = _fields(rec, where)
+    path = _viewpoints(f, "path")
+    annotator = f.get("annotator", lambda a: isinstance(a, str) and a in ANNOTATORS,
+                      f"one of {ANNOTATORS}")
+    words = f.get("timed_words", core.list_of(core.is_string), "a list of strings")
     out = new_record(
-        instruction_id=_int(rec, "instruction_id", where), path_id=_int(rec, "path_id", where),
-        scan=_string(rec, "scan", where, nonempty=True), path=path,
-        heading=_float(rec, "heading", where), instruction=_string(rec, "instruction", where),
-        language=_string(rec, "language", where, nonempty=True), annotator=annotator,
-        edit_distance=_optional_float(rec, "edit_distance", where),
-        distance=_optional_float(rec, "distance", where), timed_words=list(words))
+        instruction_id=f.int("instruction_id", 0), path_id=f.int("path_id", 0),
+        scan=f.string("scan", nonempty=True), path=path, heading=f.number("heading"),
+        instruction=f.string("instruction"), language=f.string("language", nonempty=True),
+        annotator=annotator, edit_distance=f.optional_number("edit_distance"),
+        distance=f.optional_number("distance"), timed_words=list(words))
     shapes = {"step_words": (len(path), len(words)), "step_views": (len(path), NUM_VIEWS)}
     for key, shape in shapes.items():
         v = rec.get(key)
         if v is not None:
             arr = np.asarray(v)
             if arr.dtype != np.bool_ or arr.shape != shape:
-                raise _bad(where, key, f"None or a bool array of shape {shape}",
-                           f"{arr.dtype} {arr.shape}")
+                raise f.bad(key, f"None or a bool array of shape {shape}",
+                            f"{arr.dtype} {arr.shape}")
             out[key] = arr
     if (out["step_words"] is None) != (out["step_views"] is None):
         raise RecordFormatError(f"{where}: fields 'step_words' and 'step_views' must both be "
@@ -452,8 +393,8 @@ def check_record(rec: Mapping[str, Any], where: str) -> dict:
     if tf is not None:
         arr = np.asarray(tf)
         if arr.ndim != 2 or arr.dtype.kind not in "fiu":
-            raise _bad(where, "text_features", "None or a numeric [L, D] array",
-                       f"{arr.dtype} {arr.shape}")
+            raise f.bad("text_features", "None or a numeric [L, D] array",
+                        f"{arr.dtype} {arr.shape}")
         out["text_features"] = arr.astype(np.float32)
     return out
 
@@ -472,17 +413,7 @@ def read_r2r(path: str, manual_dir: str | None = None) -> list[dict]:
     RecordFormatError "{path}: entry {i}: field '...'" (i from 0) for a malformed entry or a
     path_id repeated within the file.
     """
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"R2R file missing: {path}. {R2R_HINT}")
-    with open(path, encoding="utf-8") as f:
-        try:
-            data = json.load(f)
-        except json.JSONDecodeError as e:
-            raise RecordFormatError(f"{path}: invalid JSON at line {e.lineno}, column {e.colno}: "
-                                    f"{e.msg}") from None
-    if not isinstance(data, list):
-        raise RecordFormatError(f"{path}: expected a JSON list of paths, got "
-                                f"{type(data).__name__}")
+    data = core.read_json_list(path, "paths", RecordFormatError, R2R_HINT)
     manual_dir = os.path.dirname(path) if manual_dir is None else manual_dir
     files = _FileIndex()
     records: list[dict] = []
@@ -492,20 +423,16 @@ def read_r2r(path: str, manual_dir: str | None = None) -> list[dict]:
         if not isinstance(entry, dict):
             raise RecordFormatError(f"{where}: expected a JSON object, got "
                                     f"{type(entry).__name__}")
-        path_id = _int(entry, "path_id", where)
+        f = _fields(entry, where)
+        path_id = f.int("path_id", 0)
         if path_id in seen:
             raise RecordFormatError(f"{where}: field 'path_id' {path_id} repeats entry "
                                     f"{seen[path_id]}")
         seen[path_id] = i
-        scan = _string(entry, "scan", where, nonempty=True)
-        viewpoints = _viewpoints(entry, "path", where)
-        heading = _float(entry, "heading", where)
-        distance = _optional_float(entry, "distance", where)
-        instructions = _field(entry, "instructions", where)
-        if (not isinstance(instructions, list) or not 1 <= len(instructions) <= R2R_IDS_PER_PATH
-                or not all(isinstance(s, str) for s in instructions)):
-            raise _bad(where, "instructions", f"a list of 1 to {R2R_IDS_PER_PATH} strings",
-                       instructions)
+        scan, viewpoints = f.string("scan", nonempty=True), _viewpoints(f, "path")
+        heading, distance = f.number("heading"), f.optional_number("distance")
+        instructions = f.get("instructions", core.list_of(core.is_string, 1, R2R_IDS_PER_PATH),
+                             f"a list of 1 to {R2R_IDS_PER_PATH} strings")
         for k, text in enumerate(instructions):
             iid = path_id * R2R_IDS_PER_PATH + k
             tf = files.find([text_features_path(manual_dir, iid)])
@@ -537,16 +464,6 @@ def rxr_file_names(split: str, annotator: str) -> tuple[str, ...]:
     return tuple(s + ext for s in stems for ext in (".jsonl.gz", ".jsonl"))
 
 
-def _lines(path: str):
-    """(line number, text) of a JSON-lines file, gzip-compressed if it ends in `.gz`."""
-    opener = gzip.open if path.endswith(".gz") else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            yield from enumerate(f, 1)
-    except (OSError, EOFError, UnicodeDecodeError) as e:
-        raise RecordFormatError(f"{path}: unreadable ({type(e).__name__}: {e})") from None
-
-
 def read_rxr(path: str, guides: Mapping[int, Mapping[str, Any]] | None = None,
              manual_dir: str | None = None, world_up: str = "auto",
              guide_fields: dict[int, dict] | None = None) -> list[dict]:
@@ -567,26 +484,14 @@ def read_rxr(path: str, guides: Mapping[int, Mapping[str, Any]] | None = None,
     for a malformed line or an instruction_id repeated within the file; PoseTraceError naming the
     file and key for a malformed pose trace or text-feature file.
     """
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"RxR annotation file missing: {path}. {RXR_HINT}")
     split, annotator = parse_rxr_file_name(path) or (None, None)
     manual_dir = os.path.dirname(path) if manual_dir is None else manual_dir
     files = _FileIndex()
     records: list[dict] = []
     seen: dict[int, int] = {}
-    for line_no, line in _lines(path):
-        if not line.strip():
-            continue
-        where = f"{path}:{line_no}"
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise RecordFormatError(f"{where}: invalid JSON ({e.msg} at column {e.colno})"
-                                    ) from None
-        if not isinstance(raw, dict):
-            raise RecordFormatError(f"{where}: expected a JSON object, got {type(raw).__name__}")
+    for where, line_no, raw in core.read_jsonl(path, RecordFormatError, RXR_HINT):
         who = annotator or ("follower" if "demonstration_id" in raw else "guide")
-        iid = _int(raw, "instruction_id", where)
+        iid = _fields(raw, where).int("instruction_id", 0)
         if iid in seen:
             raise RecordFormatError(f"{where}: field 'instruction_id' {iid} repeats line "
                                     f"{seen[iid]}")
@@ -598,7 +503,7 @@ def read_rxr(path: str, guides: Mapping[int, Mapping[str, Any]] | None = None,
             guide_fields[iid] = {f: raw[f] for f in GUIDE_FIELDS if f in raw}
         file_id = iid
         if who == "follower" and raw.get("demonstration_id") is not None:
-            file_id = _int(raw, "demonstration_id", where)
+            file_id = _fields(raw, where).int("demonstration_id", 0)
         trace = files.find(pose_trace_candidates(manual_dir, file_id, who, split))
         if trace is not None:
             rec["step_words"], rec["step_views"] = pose_trace_masks(
@@ -667,15 +572,14 @@ def _with_guide_fields(raw: Mapping[str, Any], iid: int, guides, where: str) -> 
 def _rxr_record(raw: Mapping[str, Any], annotator: str, where: str
                 ) -> tuple[dict, np.ndarray, np.ndarray]:
     """(record, filled word starts, filled word ends) of one validated RxR line."""
-    lang_raw = _string(raw, "language", where)
-    language = normalize_language(lang_raw)
-    if language is None:
-        raise _bad(where, "language", f"one of {RXR_LANGUAGES} (or 'hi', 'te')", lang_raw)
+    f = _fields(raw, where)
+    language = f.get("language", lambda v: isinstance(v, str) and normalize_language(v),
+                     f"one of {RXR_LANGUAGES} (or 'hi', 'te')")
     rec = new_record(
-        instruction_id=_int(raw, "instruction_id", where), path_id=_int(raw, "path_id", where),
-        scan=_string(raw, "scan", where, nonempty=True), path=_viewpoints(raw, "path", where),
-        heading=_float(raw, "heading", where), instruction=_string(raw, "instruction", where),
-        language=language, annotator=annotator,
-        edit_distance=_optional_float(raw, "edit_distance", where))
+        instruction_id=f.int("instruction_id", 0), path_id=f.int("path_id", 0),
+        scan=f.string("scan", nonempty=True), path=_viewpoints(f, "path"),
+        heading=f.number("heading"), instruction=f.string("instruction"),
+        language=normalize_language(language), annotator=annotator,
+        edit_distance=f.optional_number("edit_distance"))
     rec["timed_words"], starts, ends = _timed_words(raw, where)
     return rec, starts, ends

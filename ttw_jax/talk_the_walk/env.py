@@ -1,10 +1,12 @@
-"""The Talk The Walk grid as a pure-functional environment.
+"""The Talk The Walk grid as a pure-functional environment (the protocol of `ttw_jax.core.env`).
 
-The tourist stands on a corner of a window (`landmarks.shape[:2]`, 4x4 in Talk The Walk) and
-perceives perfectly: its observation is the landmark ids of its corner (`[Empty]` when it has none).
-Actions 0-3 are orientation-agnostic moves, 4-6 orientation-aware; moves are clamped to the window
-(a blocked move leaves the tourist in place). Everything is a pure function of arrays, so episodes
-vmap over a batch and `lax.scan` over time.
+The tourist stands on a corner of a window (`landmarks.shape[:2]`, 4x4 in Talk The Walk; the
+window is the environment's params, one per episode) and perceives perfectly: its observation is
+the landmark ids of its corner (`[Empty]` when it has none). Actions 0-3 are orientation-agnostic
+moves, 4-6 orientation-aware; moves are clamped to the window (a blocked move leaves the tourist
+in place). The grid has no ending action: `done` is set from outside (the full task ends an
+episode), and a done tourist no longer moves. Functions are single-episode; batches vmap them
+(`ttw_jax.core.env.batched(fn, params_axis=0)`, one window per episode) and `lax.scan` over time.
 """
 from __future__ import annotations
 
@@ -21,32 +23,40 @@ DELTAS = jnp.array([[0, 1], [1, 0], [0, -1], [-1, 0]], jnp.int32)
 
 @struct.dataclass
 class GridState:
-    """pos: (2,) int32 corner (x, y) inside the window; orientation: () int32 in 0..3."""
-    pos: jax.Array
-    orientation: jax.Array
+    pos: jax.Array           # (2,) int32 corner (x, y) inside the window
+    orientation: jax.Array   # () int32 facing: 0 north, 1 east, 2 south, 3 west
+    done: jax.Array          # () bool the episode has ended (set from outside)
+    num_steps: jax.Array     # () int32 actions taken before it ended
 
 
-def observe(state: GridState, landmarks: jax.Array) -> jax.Array:
-    """The (K,) landmark ids at the tourist's corner; `landmarks` is (X, Y, K)."""
+def observe(landmarks: jax.Array, state: GridState) -> jax.Array:
+    """The (K,) landmark ids at the tourist's corner; `landmarks` (the params) is (X, Y, K)."""
     return landmarks[state.pos[0], state.pos[1]]
 
 
-def reset(key: jax.Array, landmarks: jax.Array) -> tuple[GridState, jax.Array]:
-    """A uniformly random corner and orientation; returns (state, observation)."""
+def reset(landmarks: jax.Array, pos: jax.Array, orientation: jax.Array) -> GridState:
+    """The tourist on corner pos (2,) facing `orientation` ()."""
+    del landmarks   # the start does not depend on the window
+    return GridState(jnp.asarray(pos, jnp.int32), jnp.asarray(orientation, jnp.int32),
+                     jnp.zeros((), bool), jnp.zeros((), jnp.int32))
+
+
+def random_reset(landmarks: jax.Array, key: jax.Array) -> GridState:
+    """A uniformly random corner and orientation."""
     kx, ky, ko = jax.random.split(key, 3)
     pos = jnp.stack([jax.random.randint(kx, (), 0, landmarks.shape[0]),
-                     jax.random.randint(ky, (), 0, landmarks.shape[1])]).astype(jnp.int32)
-    state = GridState(pos, jax.random.randint(ko, (), 0, 4).astype(jnp.int32))
-    return state, observe(state, landmarks)
+                     jax.random.randint(ky, (), 0, landmarks.shape[1])])
+    return reset(landmarks, pos, jax.random.randint(ko, (), 0, 4))
 
 
-def step(state: GridState, action: jax.Array, landmarks: jax.Array) -> tuple[GridState, jax.Array]:
-    """Applies one action; returns (next state, its observation).
+def step(landmarks: jax.Array, state: GridState, action: jax.Array) -> GridState:
+    """Applies one action.
 
     UP/RIGHT/DOWN/LEFT move one corner in that direction and face it; TURNLEFT/TURNRIGHT rotate in
     place; FORWARD moves one corner in the facing direction.
     """
     action = jnp.asarray(action, jnp.int32)
+    live = ~state.done
     is_agnostic = action < NUM_AGNOSTIC_ACTIONS
     turn = jnp.where(action == TURNLEFT, -1, jnp.where(action == TURNRIGHT, 1, 0))
     orientation = jnp.where(is_agnostic, action, (state.orientation + turn) % 4)
@@ -54,37 +64,35 @@ def step(state: GridState, action: jax.Array, landmarks: jax.Array) -> tuple[Gri
     delta = jnp.where(moves, DELTAS[orientation], 0)
     limit = jnp.array(landmarks.shape[:2], jnp.int32) - 1
     pos = jnp.clip(state.pos + delta, 0, limit)
-    nxt = GridState(pos.astype(jnp.int32), orientation.astype(jnp.int32))
-    return nxt, observe(nxt, landmarks)
+    return state.replace(pos=jnp.where(live, pos, state.pos).astype(jnp.int32),
+                         orientation=jnp.where(live, orientation,
+                                               state.orientation).astype(jnp.int32),
+                         num_steps=state.num_steps + live.astype(jnp.int32))
 
 
 @struct.dataclass
 class Walk:
-    """A trajectory: obs (T+1, K), actions (T,), positions (T+1, 2)."""
-    obs: jax.Array
-    actions: jax.Array
-    positions: jax.Array
+    """A localization walk: what the tourist saw and did."""
+    obs: jax.Array         # (T+1, K) int32 landmark ids at each corner visited
+    actions: jax.Array     # (T,) int32 actions taken
+    positions: jax.Array   # (T+1, 2) int32 corners visited
 
 
-def rollout(state: GridState, actions: jax.Array, landmarks: jax.Array) -> Walk:
-    """Runs `actions` (T,) from `state` with `lax.scan`."""
+def walk(landmarks: jax.Array, state: GridState, actions: jax.Array) -> Walk:
+    """Replays the fixed `actions` (T,) from `state` with `lax.scan`, recording what the tourist
+    observes (a policy-driven episode is `ttw_jax.core.env.rollout`)."""
     def body(s, a):
-        s, o = step(s, a, landmarks)
-        return s, (o, s.pos)
+        s = step(landmarks, s, a)
+        return s, (observe(landmarks, s), s.pos)
 
     _, (obs, pos) = jax.lax.scan(body, state, actions)
-    obs = jnp.concatenate([observe(state, landmarks)[None], obs])
+    obs = jnp.concatenate([observe(landmarks, state)[None], obs])
     return Walk(obs, actions.astype(jnp.int32), jnp.concatenate([state.pos[None], pos]))
 
 
-def random_walk(key: jax.Array, landmarks: jax.Array, num_steps: int) -> Walk:
+def random_walk(landmarks: jax.Array, key: jax.Array, num_steps: int) -> Walk:
     """A uniformly random start and `num_steps` uniformly random agnostic moves."""
     k_reset, k_act = jax.random.split(key)
-    state, _ = reset(k_reset, landmarks)
+    state = random_reset(landmarks, k_reset)
     actions = jax.random.randint(k_act, (num_steps,), 0, NUM_AGNOSTIC_ACTIONS)
-    return rollout(state, actions, landmarks)
-
-
-# Batched versions: one episode per row of `landmarks` (B, X, Y, K).
-batch_step = jax.vmap(step)
-batch_rollout = jax.vmap(rollout)
+    return walk(landmarks, state, actions)

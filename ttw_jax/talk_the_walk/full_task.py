@@ -49,7 +49,8 @@ def run_full_task(key: jax.Array, predict_fn: PredictFn, landmarks: jax.Array, t
     """
     e, _, ny, _ = landmarks.shape
     k_reset, k_scan = jax.random.split(key)
-    state, obs0 = jax.vmap(grid.reset)(jax.random.split(k_reset, e), landmarks)
+    state = jax.vmap(grid.random_reset)(landmarks, jax.random.split(k_reset, e))
+    obs0 = jax.vmap(grid.observe)(landmarks, state)
     obs_buf = jnp.repeat(obs0[:, None], T + 1, axis=1)
     act_buf = jnp.zeros((e, T), jnp.int32)
     zeros = jnp.zeros((e,), jnp.int32)
@@ -69,7 +70,8 @@ def run_full_task(key: jax.Array, predict_fn: PredictFn, landmarks: jax.Array, t
         steps = jnp.where(finished, t, steps)
         ended, success = ended | finished, success | hit
         action = jax.random.randint(k_move, (e,), 0, grid.NUM_AGNOSTIC_ACTIONS)
-        state, obs = grid.batch_step(state, action, landmarks)
+        state = jax.vmap(grid.step)(landmarks, state, action)
+        obs = jax.vmap(grid.observe)(landmarks, state)
         obs_buf = jnp.concatenate([obs_buf, obs[:, None]], 1)[:, 1:]
         act_buf = jnp.concatenate([act_buf, action[:, None]], 1)[:, 1:]
         return (state, obs_buf, act_buf, evals, ended, success, steps), None

@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ttw_jax.core.json_file import read_json
+from ttw_jax.core.records import RecordFormatError, is_int, read_json
 
 # Landmark ids: 0 is padding, 10 is what a corner without landmarks shows.
 LANDMARK_TYPES = ("<pad>", "Coffee Shop", "Shop", "Restaurant", "Bank", "Subway", "Playfield",
@@ -42,7 +42,7 @@ SOURCE_HINT = ("Talk The Walk maps come with the official release (github.com/fa
                "talkthewalk, scripts/download_data.sh); see BUILD.md.")
 
 
-class MapFormatError(ValueError):
+class MapFormatError(RecordFormatError):
     """A map file exists but its content is not in the `map.json` format."""
 
 
@@ -101,7 +101,7 @@ def parse_map(entries, path: str, name: str, boundary: tuple[int, int]) -> Neigh
                 raise _fail(path, where, f"missing field '{key}'")
         x, y = entry["x"], entry["y"]
         for key, value in (("x", x), ("y", y)):
-            if not isinstance(value, int) or isinstance(value, bool):
+            if not is_int(value):
                 raise _fail(path, f"{where}, field '{key}'", f"expected an integer, got {value!r}")
         orientation = entry["orientation"]
         if orientation not in ORIENTATIONS:

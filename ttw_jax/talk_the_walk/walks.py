@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ttw_jax.core.env import batched
 from ttw_jax.talk_the_walk import env as grid
 
 
@@ -33,7 +34,7 @@ def sample_batch(key: jax.Array, table: jax.Array, batch_size: int, T: int) -> d
     idx = jax.random.randint(k_win, (batch_size,), 0, table.shape[0])
     landmarks = table[idx]
     walks = jax.vmap(grid.random_walk, in_axes=(0, 0, None))(
-        jax.random.split(k_walk, batch_size), landmarks, T)
+        landmarks, jax.random.split(k_walk, batch_size), T)
     return _examples(landmarks, walks)
 
 
@@ -52,6 +53,7 @@ def enumerate_walks(table: np.ndarray, T: int) -> dict:
     win, sx, sy, seq = (a.ravel() for a in np.meshgrid(
         np.arange(w), np.arange(nx), np.arange(ny), np.arange(len(seqs)), indexing="ij"))
     landmarks = jnp.asarray(table)[win]
-    start = grid.GridState(jnp.stack([sx, sy], -1).astype(jnp.int32), jnp.zeros_like(sx, jnp.int32))
-    walks = jax.jit(grid.batch_rollout)(start, jnp.asarray(seqs[seq]), landmarks)
+    start = batched(grid.reset, params_axis=0)(landmarks, jnp.stack([sx, sy], -1),
+                                               jnp.zeros_like(sx))
+    walks = jax.jit(jax.vmap(grid.walk))(landmarks, start, jnp.asarray(seqs[seq]))
     return jax.tree_util.tree_map(np.asarray, _examples(landmarks, walks))

@@ -14,7 +14,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from ttw_jax.core.rollout import choose_action
+from ttw_jax.core.env import choose_action
 from ttw_jax.touchdown.features import crop_to_heading
 
 NUM_ACTIONS = 4
@@ -92,7 +92,7 @@ class Navigator(nn.Module):
 
 def navigator_policy(model: Navigator, params, features: jax.Array, yaw: jax.Array, crop: int,
                      text: jax.Array, gold: jax.Array | None = None, greedy: bool = True):
-    """A simulator policy driven by `model` (see `ttw_jax.touchdown.env.rollout`).
+    """A simulator policy (`ttw_jax.core.env`) driven by `model`.
 
     Returns (policy, initial carry). With `gold` [B, T] the demonstrated action is executed
     (teacher forcing); otherwise the argmax (greedy) or a sample. The policy's per-step output

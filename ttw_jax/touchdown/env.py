@@ -1,23 +1,22 @@
-"""Touchdown navigation on a compiled Street View graph: pure `reset`/`step`, `lax.scan` rollouts.
+"""Touchdown navigation on a compiled Street View graph (the protocol of `ttw_jax.core.env`).
 
 State is (panorama, integer heading). The transition rules are the official navigator's, stated in
 full in `candidate`; `compile_sim` tabulates them once for every (panorama, out-edge heading) pair,
-so a step is a table lookup. Rollouts vmap over a batch of episodes and scan over a fixed horizon with done
-masks; the policy runs inside the scan, so a model can drive the simulator on device.
+so a step is a table lookup. `reset` / `step` are single-episode with the `TouchdownSim` as params;
+`ttw_jax.core.env.rollout` vmaps the step over a batch and scans it over a fixed horizon with done
+masks, the policy inside the scan, so a model can drive the simulator on device.
 """
 from __future__ import annotations
-
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 
+from ttw_jax.core.env import Policy, Trajectory
 from ttw_jax.core.pano_graph import PanoGraph
-from ttw_jax.core.rollout import Policy, scan_rollout
 
 FORWARD, LEFT, RIGHT, STOP = 0, 1, 2, 3
-ACTIONS = ("FORWARD", "LEFT", "RIGHT", "STOP")
+ACTION_NAMES = ("FORWARD", "LEFT", "RIGHT", "STOP")
 NUM_ACTIONS = 4
 TRAIN_HORIZON, TEST_HORIZON = 55, 50
 _BIG = 1 << 30
@@ -25,30 +24,25 @@ _BIG = 1 << 30
 
 @struct.dataclass
 class TouchdownSim:
-    """A compiled graph plus its transition table.
+    """A compiled graph plus its transition table (the environment's params).
 
-    graph: the `PanoGraph` (integer headings).
-    next_edge: [N * K, 3] int32. Once an agent has moved, its heading is always the heading of one
-      of its panorama's out-edges, so its state is that edge, `pano * K + slot`; `next_edge[e, a]`
-      is the state after FORWARD/LEFT/RIGHT (itself when refused). A step is then one gather.
+    Once an agent has moved, its heading is always the heading of one of its panorama's
+    out-edges, so its state is that edge, `pano * K + slot`, and a step is one gather.
     """
-    graph: PanoGraph
-    next_edge: jax.Array
+    graph: PanoGraph        # the graph, integer headings
+    next_edge: jax.Array    # (N * K, 3) int32 edge state after FORWARD/LEFT/RIGHT (itself: refused)
 
 
 @struct.dataclass
 class TouchdownState:
-    """pano: [] int32 node index; heading: [] int32 degrees in [0, 360); edge: [] int32 state
-    `pano * K + slot` when the heading is an out-edge heading of `pano`, else -1 (only before the
-    first move); first: [3] int32 edge reached by FORWARD/LEFT/RIGHT from an off-edge state (-1:
-    refused); done: [] bool (stopped or out of steps); num_steps: [] int32 actions taken (STOP
-    included)."""
-    pano: jax.Array
-    heading: jax.Array
-    edge: jax.Array
-    first: jax.Array
-    done: jax.Array
-    num_steps: jax.Array
+    pano: jax.Array        # () int32 current panorama (node index)
+    heading: jax.Array     # () int32 degrees in [0, 360)
+    edge: jax.Array        # () int32 `pano * K + slot` when heading is an out-edge heading of
+                           #    pano, else -1 (only before the first move)
+    first: jax.Array       # (3,) int32 edge reached by FORWARD/LEFT/RIGHT from an off-edge
+                           #    state (-1: refused)
+    done: jax.Array        # () bool stopped (or out of steps, after a rollout)
+    num_steps: jax.Array   # () int32 actions taken before it ended (STOP included)
 
 
 def _first_min(key: jax.Array) -> jax.Array:
@@ -114,29 +108,24 @@ def compile_sim(graph: PanoGraph) -> TouchdownSim:
 
 
 def reset(sim: TouchdownSim, pano, heading) -> TouchdownState:
-    """Start state at node `pano` facing `heading` (degrees, rounded to an integer); batched or
-    not (leaves take the shape of `pano`)."""
+    """Start state at node `pano` facing `heading` (degrees, rounded to an integer)."""
     graph = sim.graph
     pano = jnp.asarray(pano, jnp.int32)
     heading = jnp.mod(jnp.round(jnp.asarray(heading)).astype(jnp.int32), 360)
-    hs, nb = graph.headings[pano], graph.neighbors[pano]
-    match = (hs == heading[..., None]) & (nb >= 0)
-    slot = jnp.argmax(match, axis=-1)
-    edge = jnp.where(match.any(-1), pano * graph.max_degree + slot, -1)
-    moves = jnp.vectorize(lambda p, h: _moves(graph, p, h), signature="(),()->(a)")(pano, heading)
-    return TouchdownState(pano, heading, edge, moves, jnp.zeros(pano.shape, bool),
-                          jnp.zeros(pano.shape, jnp.int32))
+    match = (graph.headings[pano] == heading) & (graph.neighbors[pano] >= 0)
+    edge = jnp.where(match.any(), pano * graph.max_degree + jnp.argmax(match), -1)
+    return TouchdownState(pano, heading, edge, _moves(graph, pano, heading), jnp.zeros((), bool),
+                          jnp.zeros((), jnp.int32))
 
 
 def step(sim: TouchdownSim, state: TouchdownState, action) -> TouchdownState:
     """One action under the official rules (see `candidate`). Refused (state unchanged) if the
     candidate panorama has fewer than 2 out-edges; STOP ends the episode; a done episode never
-    changes. Batched or not: leaves of `state` and `action` share their leading shape."""
+    changes."""
     action = jnp.asarray(action, jnp.int32)
     a = jnp.clip(action, 0, 2)
     on_edge = sim.next_edge[jnp.maximum(state.edge, 0), a]
-    off_edge = jnp.take_along_axis(state.first, a[..., None], axis=-1)[..., 0]
-    nxt = jnp.where(state.edge >= 0, on_edge, off_edge)
+    nxt = jnp.where(state.edge >= 0, on_edge, state.first[a])
     move = ~state.done & (action != STOP) & (nxt >= 0)
     edge = jnp.where(move, nxt, state.edge)
     k = sim.graph.max_degree
@@ -149,22 +138,6 @@ def step(sim: TouchdownSim, state: TouchdownState, action) -> TouchdownState:
         done=state.done | (action == STOP),
         num_steps=state.num_steps + (~state.done).astype(jnp.int32),
     )
-
-
-
-
-def rollout(sim: TouchdownSim, state: TouchdownState, policy: Policy, carry: Any,
-            rng: jax.Array, horizon: int):
-    """Runs `horizon` steps of a batched policy in one `lax.scan`.
-
-    Returns (final state with done=True everywhere, final carry, trajectory) where the trajectory
-    holds per step t (leading axis [horizon, B]): the `pano`/`heading`/`done` the action was taken
-    in, the `action`, and the policy `output`.
-    """
-    final, carry, states, actions, outs = scan_rollout(
-        lambda s, a: step(sim, s, a), state, policy, carry, rng, horizon)
-    return final, carry, dict(pano=states.pano, heading=states.heading, done=states.done,
-                              action=actions, output=outs)
 
 
 def random_policy(carry, state, t, rng):
@@ -185,11 +158,8 @@ def constant_policy(action: int) -> Policy:
     return policy
 
 
-def replay_policy(carry, state, t, rng):
-    """Plays fixed action sequences: carry is [B, T] int32 actions (pad with STOP)."""
-    return carry, carry[:, jnp.minimum(t, carry.shape[1] - 1)], None
-
-
-def path_of(traj, final: TouchdownState):
-    """Visited panoramas [B, horizon + 1] (positions after the final step repeat the last)."""
-    return jnp.concatenate([traj["pano"].T, final.pano[:, None]], axis=1)
+def path_of(traj: Trajectory, final: TouchdownState) -> tuple[jax.Array, jax.Array]:
+    """(visited panoramas [B, horizon + 1], length [B]): the panorama of every state, turns
+    included (positions after the final step repeat the last), so length is horizon + 1."""
+    path = jnp.concatenate([traj.state.pano.T, final.pano[:, None]], axis=1)
+    return path, jnp.full(path.shape[:1], path.shape[1], jnp.int32)

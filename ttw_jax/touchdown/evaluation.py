@@ -1,22 +1,18 @@
 """Touchdown navigation evaluation: batched on-device rollouts, then TC / SPD / SED.
 
-A policy factory `(consts, batch) -> (policy, carry)` builds the policy inside the jitted rollout,
-so baselines and models share one code path and compile once per shape.
+Policies come from factories `(sim, consts, batch) -> (policy, carry)` (`ttw_jax.core.env`) built
+inside the jitted rollout, so baselines and models share one code path and compile once per shape.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
-
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ttw_jax.core.chunks import map_in_chunks
-from ttw_jax.core.rollout import Policy
+from ttw_jax.core.env import PolicyFactory, batched, rollout
 from ttw_jax.touchdown import env as td
 from ttw_jax.touchdown.metrics import success_weighted_edit_distance, task_completion
 
-PolicyFactory = Callable[[Any, dict], tuple[Policy, Any]]
 EPISODE_KEYS = ("start_pano", "start_heading", "goal", "route", "route_len", "tokens", "token_len",
                 "gold", "gold_len")
 
@@ -27,7 +23,7 @@ def baseline_factory(name: str) -> PolicyFactory:
                 "random": td.random_policy}
     if name not in policies:
         raise ValueError(f"unknown baseline {name!r}; choose from {sorted(policies)}")
-    return lambda consts, batch: (policies[name], None)
+    return lambda sim, consts, batch: (policies[name], None)
 
 
 def make_rollout(factory: PolicyFactory, horizon: int):
@@ -35,12 +31,11 @@ def make_rollout(factory: PolicyFactory, horizon: int):
     `num_steps` and `path` [B, horizon + 1]."""
     @jax.jit
     def run(sim, consts, batch, rng):
-        policy, carry = factory(consts, batch)
-        state = td.reset(sim, batch["start_pano"], batch["start_heading"])
-        final, _, traj = td.rollout(sim, state, policy, carry, rng, horizon)
-        path = td.path_of(traj, final)
+        policy, carry = factory(sim, consts, batch)
+        state = batched(td.reset)(sim, batch["start_pano"], batch["start_heading"])
+        final, _, traj = rollout(td.step, sim, state, policy, carry, rng, horizon)
+        path, path_len = td.path_of(traj, final)
         tc = task_completion(final.pano, batch["goal"], sim.graph.neighbors)
-        path_len = jnp.full(path.shape[:1], path.shape[1], jnp.int32)
         sed = success_weighted_edit_distance(path, path_len, batch["route"], batch["route_len"], tc)
         return dict(final=final.pano, tc=tc, sed=sed, num_steps=final.num_steps, path=path)
     return run

@@ -13,6 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from ttw_jax.core.pano_graph import NodeTable, PanoGraph, build_graph
+from ttw_jax.core.records import RecordFormatError, read_lines
 
 GRAPH_FILES = ("nodes.txt", "links.txt")
 SOURCE_HINT = ("The Touchdown graph is in the official release (github.com/lil-lab/touchdown, "
@@ -23,12 +24,12 @@ NodeRow = tuple[str, int, float, float]   # panoid, yaw, lat, lng
 LinkRow = tuple[str, int, str]            # start, heading, end
 
 
-class GraphFormatError(ValueError):
+class GraphFormatError(RecordFormatError):
     """A graph file exists but a line does not parse; the message names file, line and field."""
 
 
 def _fields(path: str, line_no: int, line: str, names: Sequence[str]) -> list[str]:
-    parts = line.rstrip("\n").split(",")
+    parts = line.split(",")
     if len(parts) != len(names):
         raise GraphFormatError(f"{path}:{line_no}: expected {len(names)} comma-separated fields "
                                f"({','.join(names)}), got {len(parts)}: {line.strip()!r}")
@@ -51,22 +52,15 @@ def read_graph_files(graph_dir: str) -> tuple[list[NodeRow], list[LinkRow]]:
         raise FileNotFoundError(f"Touchdown graph files missing: {', '.join(missing)}. "
                                 f"{SOURCE_HINT}")
     nodes: list[NodeRow] = []
-    with open(paths[0]) as f:
-        for i, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            pid, yaw, lat, lng = _fields(paths[0], i, line, ("panoid", "pano_yaw_angle", "lat",
-                                                             "lng"))
-            nodes.append((pid, _parse(paths[0], i, "pano_yaw_angle", yaw, float),
-                          _parse(paths[0], i, "lat", lat, float),
-                          _parse(paths[0], i, "lng", lng, float)))
+    for i, line in read_lines(paths[0], GraphFormatError):
+        pid, yaw, lat, lng = _fields(paths[0], i, line, ("panoid", "pano_yaw_angle", "lat", "lng"))
+        nodes.append((pid, _parse(paths[0], i, "pano_yaw_angle", yaw, float),
+                      _parse(paths[0], i, "lat", lat, float),
+                      _parse(paths[0], i, "lng", lng, float)))
     links: list[LinkRow] = []
-    with open(paths[1]) as f:
-        for i, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            a, h, b = _fields(paths[1], i, line, ("start_panoid", "heading", "end_panoid"))
-            links.append((a, _parse(paths[1], i, "heading", h, int), b))
+    for i, line in read_lines(paths[1], GraphFormatError):
+        a, h, b = _fields(paths[1], i, line, ("start_panoid", "heading", "end_panoid"))
+        links.append((a, _parse(paths[1], i, "heading", h, int), b))
     return nodes, links
 
 

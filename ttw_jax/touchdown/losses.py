@@ -4,6 +4,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import optax
 
+from ttw_jax.core.env import batched, rollout
 from ttw_jax.touchdown import env as td
 from ttw_jax.touchdown.agents import Navigator, navigator_policy
 
@@ -21,9 +22,9 @@ def imitation_loss(model: Navigator, crop: int, horizon: int):
         text = model.apply(params, batch["tokens"], batch["token_len"], method=Navigator.encode)
         policy, carry = navigator_policy(model, params, features, sim.graph.yaw, crop, text,
                                          gold=batch["gold"])
-        state = td.reset(sim, batch["start_pano"], batch["start_heading"])
-        _, _, traj = td.rollout(sim, state, policy, carry, rng, horizon)
-        logits = traj["output"]                               # [T, B, 4]
+        state = batched(td.reset)(sim, batch["start_pano"], batch["start_heading"])
+        _, _, traj = rollout(td.step, sim, state, policy, carry, rng, horizon)
+        logits = traj.output                                  # [T, B, 4]
         gold = batch["gold"][:, :horizon].T                   # [T, B]
         mask = (jnp.arange(horizon)[:, None] < batch["gold_len"][None]).astype(jnp.float32)
         weight = mask / jnp.maximum(jnp.sum(mask, 0), 1.0)     # each episode counts once

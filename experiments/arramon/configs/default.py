@@ -1,29 +1,33 @@
 """ArraMon V/L baseline on synthetic instances (the `arramon` TFDS builder's `synthetic`
-config, built on first use): CPU-sized defaults. `--config.model.kind=vo|lo` gives the
+config, built on first use): CPU-sized defaults. `--config.model.name=vo|lo` gives the
 ablations. For the real data see `configs/real_val_seen.py`."""
 import ml_collections
+
+from ttw_jax.core.train.run import optim_config
+
+# Config keys of earlier releases: overriding one on the command line names its replacement.
+RENAMED = {"model.kind": "model.name", "learning_rate": "optim.learning_rate",
+           "grad_clip": "optim.grad_clip", "metric": "eval.metric", "horizon": "eval.horizon"}
 
 
 def get_config():
     c = ml_collections.ConfigDict()
     c.seed = 0
+    c.mode = "train"               # train | baselines (the random walk, nothing trained)
     c.model = ml_collections.ConfigDict()
-    c.model.kind = "vl"            # vl | vo | lo
+    c.model.name = "vl"            # vl | vo | lo
     c.model.embed_dim = 300        # paper: 300-d word embeddings
     c.model.action_dim = 64        # paper: 64-d action embeddings
     c.model.hidden = 128           # paper: LSTM hidden 128
     c.model.dropout = 0.3
 
     c.batch_size = 32
-    c.learning_rate = 1e-3         # Adam (paper)
-    c.grad_clip = 5.0
+    c.optim = optim_config(learning_rate=1e-3, grad_clip=5.0)   # Adam (paper)
     c.num_steps = 1200
     c.eval_every = 300             # dev metric, checkpoint, early stopping
-    c.metric = "ctc3"              # early-stopping metric (maximised): any of METRICS
     c.patience = 4
     c.log_every = 10               # also the host-sync period
     c.max_checkpoints = 2
-    c.horizon = 150                # step limit per phase at evaluation (paper)
 
     c.data = ml_collections.ConfigDict()
     c.data.tfds_config = "synthetic"   # or english / hindi (manual download)
@@ -40,6 +44,10 @@ def get_config():
     c.data.max_objects = 8
 
     c.eval = ml_collections.ConfigDict()
+    c.eval.metric = "ctc3"         # early stopping and best parameters: any of METRICS
+    c.eval.mode = "max"
+    c.eval.horizon = 150           # step limit per phase at evaluation (paper)
     c.eval.batch_size = 256
-    c.eval.baselines = "random"
+    c.eval.baselines = "random"    # random | random_by_distance (CTC-k by final distance alone)
+    c.eval.baseline_seeds = 1      # mean (and std) over this many seeds
     return c

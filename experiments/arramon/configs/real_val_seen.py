@@ -11,14 +11,14 @@ from experiments.arramon.configs import default
 
 def get_config():
     c = default.get_config()
-    c.model.kind = "lo"
+    c.model.name = "lo"
     c.data.tfds_config = "english"
     c.data.partition_split = "val_seen"
     c.data.train_split = "partition_train"
     c.data.dev_split = "partition_dev"
     c.data.eval_splits = "partition_test"
     c.data.max_tokens = 100
-    c.metric = "navi_ndtw"
+    c.eval.metric = "navi_ndtw"
     c.num_steps = 600
     c.eval_every = 150
     return c

@@ -2,17 +2,25 @@
 graphs, synthetic view features (each view shows its neighbour's landmark); minutes on 2 cores.
 
 The synthetic data need the Matterport connectivity files (`data.connectivity_dir`, e.g.
-../shared/data/matterport/connectivity). Ablations: `--config.model.kind=language_only` (angle
+../shared/data/matterport/connectivity). Ablations: `--config.model.name=language_only` (angle
 features only) or `vision_only` (the instruction is never read).
 """
 import ml_collections
+
+from ttw_jax.core.train.run import optim_config
+
+# Config keys of earlier releases: overriding one on the command line names its replacement.
+RENAMED = {"model.kind": "model.name", "learning_rate": "optim.learning_rate",
+           "lr_schedule": "optim.schedule", "grad_clip": "optim.grad_clip",
+           "test_horizon": "eval.horizon", "loss.horizon": "train_horizon"}
 
 
 def get_config():
     c = ml_collections.ConfigDict()
     c.seed = 0
+    c.mode = "train"               # train | baselines (gold replay + baselines, nothing trained)
     c.model = ml_collections.ConfigDict()
-    c.model.kind = "full"          # full | language_only | vision_only
+    c.model.name = "full"          # full | language_only | vision_only
     c.model.embed_dim = 128
     c.model.hidden = 256
     c.model.conv_layers = 2        # residual 1-D convolutions over the words
@@ -20,18 +28,17 @@ def get_config():
     c.model.step_embedding = 0     # > 0: embed the step number (min(t, n - 1)) into the decoder
 
     c.batch_size = 32              # half behavioural cloning, half policy gradient
-    c.learning_rate = 5e-4         # Adam (Ku et al. 2020 use 1e-4; 5e-4 fits a CPU budget)
-    c.lr_schedule = "constant"     # or "cosine" (decays to 5% at num_steps)
-    c.grad_clip = 5.0
+    # Adam (Ku et al. 2020 use 1e-4; 5e-4 fits a CPU budget); optim.schedule=cosine decays to
+    # end_fraction (5%) of it at num_steps.
+    c.optim = optim_config(learning_rate=5e-4, grad_clip=5.0, end_fraction=0.05)
     c.num_steps = 3000
     c.eval_every = 250             # dev SPL, checkpoint, early stopping
     c.patience = 4
     c.log_every = 10               # also the host-sync period
     c.max_checkpoints = 2
-    c.test_horizon = 20            # greedy decoding steps
+    c.train_horizon = 12           # training rollout steps
 
     c.loss = ml_collections.ConfigDict()
-    c.loss.horizon = 12            # training rollout steps
     c.loss.bc_every = 2            # row i is cloned when i % bc_every == 0 (1: all, 0: none)
     c.loss.gamma = 0.9
     c.loss.stop_reward = 1.0       # end-of-episode reward stop_reward * (1 - NE / radius)
@@ -56,8 +63,10 @@ def get_config():
     c.data.num_landmarks = 16
 
     c.eval = ml_collections.ConfigDict()
+    c.eval.horizon = 20            # greedy decoding steps
     c.eval.batch_size = 256
     c.eval.baselines = "random_walk,random_heading,first_step"
     c.eval.baseline_seeds = 3
     c.eval.metric = "ndtw"         # early stopping / best parameters (RxR's primary metric)
+    c.eval.mode = "max"            # min for pl / ne
     return c

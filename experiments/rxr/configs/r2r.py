@@ -22,7 +22,7 @@ def get_config():
     c.num_steps = 10000
     c.eval_every = 500
     c.patience = 6
-    c.loss.horizon = 10
-    c.test_horizon = 15
+    c.train_horizon = 10
+    c.eval.horizon = 15
     c.eval.metric = "sr"
     return c

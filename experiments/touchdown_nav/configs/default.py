@@ -7,12 +7,19 @@ dev.json, test.json> --config.data.graph_dir=<dir with nodes.txt, links.txt>
 """
 import ml_collections
 
+from ttw_jax.core.train.run import optim_config
+
+# Config keys of earlier releases: overriding one on the command line names its replacement.
+RENAMED = {"model.kind": "model.name", "learning_rate": "optim.learning_rate",
+           "grad_clip": "optim.grad_clip", "test_horizon": "eval.horizon"}
+
 
 def get_config():
     c = ml_collections.ConfigDict()
     c.seed = 0
+    c.mode = "train"               # train | baselines (gold replay + baselines, nothing trained)
     c.model = ml_collections.ConfigDict()
-    c.model.kind = "ga"            # ga | rconcat
+    c.model.name = "ga"            # ga | rconcat
     c.model.embed_dim = 32         # word vectors (paper: 32)
     c.model.text_hidden = 256      # instruction LSTM (paper: 256)
     c.model.hidden = 256           # action LSTM
@@ -21,12 +28,10 @@ def get_config():
     c.crop = 5                     # feature columns visible around the heading
 
     c.batch_size = 32
-    c.learning_rate = 1e-3         # Adam
-    c.grad_clip = 5.0
+    c.optim = optim_config(learning_rate=1e-3, grad_clip=5.0)   # Adam
     c.num_steps = 3000
-    c.train_horizon = 55           # the paper's horizons
-    c.test_horizon = 50
-    c.eval_every = 250             # dev SPD, checkpoint, early stopping
+    c.train_horizon = 55           # the paper's training horizon (test: eval.horizon)
+    c.eval_every = 250             # dev metric, checkpoint, early stopping
     c.patience = 4
     c.log_every = 10               # also the host-sync period
     c.max_checkpoints = 2
@@ -38,7 +43,7 @@ def get_config():
     c.data.graph_dir = ""          # real configs: the directory holding nodes.txt and links.txt
     c.data.train_split = "train"
     c.data.eval_splits = "dev,test"
-    c.data.dev_split = "dev"       # early stopping on its SPD
+    c.data.dev_split = "dev"       # early stopping on its eval.metric
     c.data.max_tokens = 64
     c.data.max_route = 80
     c.data.features = ""           # .npz of panorama features; empty: synthetic features
@@ -47,6 +52,10 @@ def get_config():
     c.data.feature_noise = 0.5
 
     c.eval = ml_collections.ConfigDict()
+    c.eval.metric = "spd"          # early stopping and best parameters: tc | spd | sed
+    c.eval.mode = "min"
+    c.eval.horizon = 50            # the paper's test horizon
     c.eval.batch_size = 256
     c.eval.baselines = "stop,frequent,random"
+    c.eval.baseline_seeds = 1      # random baseline: mean (and std) over this many seeds
     return c

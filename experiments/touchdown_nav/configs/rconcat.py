@@ -4,5 +4,5 @@ from experiments.touchdown_nav.configs import default
 
 def get_config():
     c = default.get_config()
-    c.model.kind = "rconcat"
+    c.model.name = "rconcat"
     return c

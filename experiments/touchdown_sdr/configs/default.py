@@ -7,6 +7,11 @@
 """
 import ml_collections
 
+from ttw_jax.core.train.run import optim_config
+
+# Config keys of earlier releases: overriding one on the command line names its replacement.
+RENAMED = {"learning_rate": "optim.learning_rate"}
+
 
 def get_config():
     c = ml_collections.ConfigDict()
@@ -23,7 +28,8 @@ def get_config():
     c.model.uniform_init = False   # True: all weights U[-0.1, 0.1]
 
     c.sigma = 1.0                  # target Gaussian std, in feature pixels
-    c.learning_rate = -1.0         # Adam; < 0: 5e-4 for LingUNet, 1e-3 for the others (paper)
+    # Adam; learning_rate <= 0: 5e-4 for LingUNet, 1e-3 for the others (paper)
+    c.optim = optim_config(learning_rate=-1.0)
     c.batch_size = 16
     c.num_steps = 2000
     c.eval_every = 200             # tune-set accuracy@80px, checkpoint, early stopping
@@ -41,6 +47,8 @@ def get_config():
     c.data.image_width = 3000      # panorama width in pixels: thresholds are in these pixels
 
     c.eval = ml_collections.ConfigDict()
+    c.eval.metric = "acc@80"       # tune-set early stopping and best parameters
+    c.eval.mode = "max"
     c.eval.batch_size = 64
     c.eval.baselines = "random,center,average"
     c.write_plots = True

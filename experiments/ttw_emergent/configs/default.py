@@ -5,21 +5,31 @@ official release's data directory) for the real maps. Finishes in minutes on 2 C
 """
 import ml_collections
 
+from ttw_jax.core.train.run import optim_config
+
+# Config keys of earlier releases: overriding one on the command line names its replacement.
+RENAMED = {"comm": "model.comm", "masc": "model.name (masc | no_masc)",
+           "features": "model.features", "kernel_init": "model.kernel_init",
+           "tourist_init_std": "model.tourist_init_std",
+           "tourist_gate_init": "model.tourist_gate_init", "learning_rate": "optim.learning_rate",
+           "lr_schedule": "optim.schedule", "warmup_steps": "optim.warmup_steps"}
+
 
 def get_config():
     c = ml_collections.ConfigDict()
     c.seed = 0
     c.T = 3                      # number of tourist moves
-    c.comm = "continuous"        # continuous | discrete
-    c.masc = True                # False: the no-MASC baseline (shared ordinary 3x3 kernel)
-    c.kernel_init = "identity"   # MASC / no-MASC kernel: identity (+ noise) or normal
-    c.tourist_init_std = 0.1     # std of the tourist's embeddings at initialisation
-    c.tourist_gate_init = "normal"  # normal | partition (each message dimension starts on one step)
-    c.features = 128             # message / embedding size L (the paper uses 500)
+    c.model = ml_collections.ConfigDict()
+    c.model.name = "masc"        # masc | no_masc (the baseline: a shared ordinary 3x3 kernel)
+    c.model.comm = "continuous"  # continuous | discrete
+    c.model.kernel_init = "identity"   # MASC / no-MASC kernel: identity (+ noise) or normal
+    c.model.tourist_init_std = 0.1     # std of the tourist's embeddings at initialisation
+    c.model.tourist_gate_init = "normal"  # normal | partition (each message dim starts on one step)
+    c.model.features = 128       # message / embedding size L (the paper uses 500)
     c.batch_size = 64
-    c.learning_rate = 3e-3       # Adam (peak learning rate)
-    c.lr_schedule = "cosine"     # constant | cosine (linear warm-up, cosine decay to 1%)
-    c.warmup_steps = 200
+    # Adam at a peak of 3e-3: constant, or cosine (linear warm-up, cosine decay to 1%)
+    c.optim = optim_config(learning_rate=3e-3, schedule="cosine", warmup_steps=200,
+                           end_fraction=0.01)
     c.num_steps = 8000
     c.eval_every = 1000          # validation accuracy, checkpoint, early-stopping check
     c.patience = 6               # evaluations without improvement before stopping
@@ -32,6 +42,8 @@ def get_config():
     c.data.synthetic_seed = 0
 
     c.eval = ml_collections.ConfigDict()
+    c.eval.metric = "accuracy"   # validation accuracy: early stopping and best parameters
+    c.eval.mode = "max"
     c.eval.chunk_size = 8192     # examples per evaluation call
     c.eval.greedy_messages = True  # discrete: send the most likely bits at evaluation
 

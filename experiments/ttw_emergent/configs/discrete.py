@@ -11,7 +11,7 @@ from experiments.ttw_emergent.configs import default
 
 def get_config():
     c = default.get_config()
-    c.comm = "discrete"
-    c.tourist_init_std = 1.0
-    c.tourist_gate_init = "partition"
+    c.model.comm = "discrete"
+    c.model.tourist_init_std = 1.0
+    c.model.tourist_gate_init = "partition"
     return c

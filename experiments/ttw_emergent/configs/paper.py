@@ -4,7 +4,7 @@ from experiments.ttw_emergent.configs import default
 
 def get_config():
     c = default.get_config()
-    c.features = 500
+    c.model.features = 500
     c.batch_size = 128
     c.num_steps = 20000
     c.data.maps_dir = "../shared/data/ttw/maps"

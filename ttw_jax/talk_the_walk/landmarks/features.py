@@ -27,7 +27,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ttw_jax.core.json_file import read_json
+from ttw_jax.core.records import RecordFormatError, is_number, read_json
 from ttw_jax.talk_the_walk import maps
 
 CLASS_NAMES = maps.LANDMARK_TYPES[1:maps.EMPTY_ID]  # the 9 landmark types, label column order
@@ -40,7 +40,7 @@ SOURCE_HINT = ("View features (ResNet image features or text-recognition embeddi
 _KEY = re.compile(r"^([A-Za-z]+)_(\d+)_(\d+)$")
 
 
-class FeatureFormatError(ValueError):
+class FeatureFormatError(RecordFormatError):
     """A feature file exists but its content is not in the documented layout."""
 
 
@@ -123,8 +123,9 @@ def _load_json(path: str) -> dict[str, np.ndarray]:
             if not isinstance(view, list):
                 raise _fail(path, where, f"expected a list of numbers, got {type(view).__name__}")
             for j, x in enumerate(view):
-                if not isinstance(x, (int, float)) or isinstance(x, bool):
-                    raise _fail(path, f"{where}, element {j}", f"expected a number, got {x!r}")
+                if not is_number(x):
+                    raise _fail(path, f"{where}, element {j}", f"expected a finite number, got "
+                                                               f"{x!r}")
             if dim is None:
                 dim = len(view)
             if len(view) != dim or not dim:

@@ -16,13 +16,13 @@ and the last `context` utterances (both speakers; ACTION and EVALUATE acts exclu
 """
 from __future__ import annotations
 
-import math
 from collections import Counter
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ttw_jax.core.json_file import read_json
+from ttw_jax.core.records import (Fields, RecordFormatError, is_int, is_number, list_of,
+                                  read_json_list)
 from ttw_jax.core.vocab import Vocabulary, tokenize
 from ttw_jax.talk_the_walk import maps
 
@@ -40,7 +40,7 @@ SOURCE_HINT = ("Talk The Walk dialogues come with the official release (github.c
                "facebookresearch/talkthewalk, scripts/download_data.sh); see BUILD.md.")
 
 
-class DialogueFormatError(ValueError):
+class DialogueFormatError(RecordFormatError):
     """A dialogue or configuration file exists but its content is not in the official schema."""
 
 
@@ -48,28 +48,16 @@ class DialogueFormatError(ValueError):
 # Reading and validation
 # ---------------------------------------------------------------------------------------------
 
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+class _Checker(Fields):
+    """Raises DialogueFormatError `{where}: field '{field}': {problem}`."""
 
+    def __init__(self, rec: Mapping, where: str):
+        super().__init__(rec, where, DialogueFormatError)
 
-def _is_number(v) -> bool:
-    return (isinstance(v, (int, float)) and not isinstance(v, bool)
-            and math.isfinite(float(v)))
-
-
-class _Checker:
-    """Raises DialogueFormatError `{path}: {where}: field '{field}': {problem}`."""
-
-    def __init__(self, path: str, where: str):
-        self.path, self.where = path, where
-
-    def fail(self, field: str, problem: str) -> DialogueFormatError:
-        return DialogueFormatError(f"{self.path}: {self.where}: field '{field}': {problem}")
-
-    def require(self, obj: Mapping, keys: Sequence[str]) -> None:
+    def require(self, keys: Sequence[str], obj: Mapping | None = None, prefix: str = "") -> None:
         for key in keys:
-            if key not in obj:
-                raise self.fail(key, "missing required field")
+            if key not in (self.rec if obj is None else obj):
+                raise self.fail(prefix + key, "missing required field")
 
     def neighborhood(self, value) -> str:
         if not isinstance(value, str):
@@ -80,7 +68,7 @@ class _Checker:
         return value
 
     def boundaries(self, value, nbh: str) -> list[int]:
-        if not (isinstance(value, list) and len(value) == 4 and all(map(_is_int, value))):
+        if not list_of(is_int, 4, 4)(value):
             raise self.fail("boundaries", f"expected a list of 4 integers [min_x, min_y, max_x, "
                                           f"max_y], got {value!r}")
         min_x, min_y, max_x, max_y = value
@@ -95,7 +83,7 @@ class _Checker:
         return value
 
     def location(self, field: str, value, bounds: Sequence[int]) -> list[int]:
-        if not (isinstance(value, list) and len(value) == 3 and all(map(_is_int, value))):
+        if not list_of(is_int, 3, 3)(value):
             raise self.fail(field, f"expected a list of 3 integers [x, y, orientation], "
                                    f"got {value!r}")
         x, y, o = value
@@ -109,12 +97,11 @@ class _Checker:
 def validate_dialogue(ep, path: str, index: int) -> None:
     """Checks one episode; DialogueFormatError naming `path`, the episode index and the field
     (e.g. `f: episode 3: field 'dialog[2].text': expected a string, got 5`) otherwise."""
-    check = _Checker(path, f"episode {index}")
     if not isinstance(ep, dict):
         raise DialogueFormatError(f"{path}: episode {index}: expected an object, "
                                   f"got {type(ep).__name__}")
-    check.require(ep, ("neighborhood", "boundaries", "start_location", "target_location",
-                       "dialog"))
+    check = _Checker(ep, f"{path}: episode {index}")
+    check.require(("neighborhood", "boundaries", "start_location", "target_location", "dialog"))
     nbh = check.neighborhood(ep["neighborhood"])
     bounds = check.boundaries(ep["boundaries"], nbh)
     check.location("start_location", ep["start_location"], bounds)
@@ -126,9 +113,7 @@ def validate_dialogue(ep, path: str, index: int) -> None:
         field = f"dialog[{j}]"
         if not isinstance(act, dict):
             raise check.fail(field, f"expected an object, got {type(act).__name__}")
-        for key in ("id", "text", "episode_done", "time"):
-            if key not in act:
-                raise check.fail(f"{field}.{key}", "missing required field")
+        check.require(("id", "text", "episode_done", "time"), act, f"{field}.")
         if act["id"] not in SPEAKERS:
             raise check.fail(f"{field}.id", f"expected one of {SPEAKERS}, got {act['id']!r}")
         text = act["text"]
@@ -143,45 +128,38 @@ def validate_dialogue(ep, path: str, index: int) -> None:
         if not isinstance(act["episode_done"], bool):
             raise check.fail(f"{field}.episode_done",
                              f"expected a boolean, got {act['episode_done']!r}")
-        if not _is_number(act["time"]):
+        if not is_number(act["time"]):
             raise check.fail(f"{field}.time", f"expected a number, got {act['time']!r}")
 
 
 def validate_configuration(cfg, path: str, index: int) -> None:
     """Checks one entry of `configurations.{split}.json` ({neighborhood, boundaries,
     target_location}); DialogueFormatError naming the file, entry index and field otherwise."""
-    check = _Checker(path, f"configuration {index}")
     if not isinstance(cfg, dict):
         raise DialogueFormatError(f"{path}: configuration {index}: expected an object, "
                                   f"got {type(cfg).__name__}")
-    check.require(cfg, ("neighborhood", "boundaries", "target_location"))
+    check = _Checker(cfg, f"{path}: configuration {index}")
+    check.require(("neighborhood", "boundaries", "target_location"))
     nbh = check.neighborhood(cfg["neighborhood"])
     bounds = check.boundaries(cfg["boundaries"], nbh)
     check.location("target_location", cfg["target_location"], bounds)
 
 
-def _read_list(path: str, what: str) -> list:
-    data = read_json(path, DialogueFormatError, f"(a {what} file) {SOURCE_HINT}")
-    if not isinstance(data, list):
-        raise DialogueFormatError(f"{path}: top level: expected a JSON list of {what}s, "
-                                  f"got {type(data).__name__}")
-    return data
+def _read_validated(path: str, what: str, validate) -> list:
+    items = read_json_list(path, f"{what}s", DialogueFormatError, f"(a {what} file) {SOURCE_HINT}")
+    for i, item in enumerate(items):
+        validate(item, path, i)
+    return items
 
 
 def read_dialogues(path: str) -> list[dict]:
     """The validated episodes of a `talkthewalk.{split}.json` file, in file order."""
-    episodes = _read_list(path, "episode")
-    for i, ep in enumerate(episodes):
-        validate_dialogue(ep, path, i)
-    return episodes
+    return _read_validated(path, "dialogue", validate_dialogue)
 
 
 def read_configurations(path: str) -> list[dict]:
     """The validated entries of a `configurations.{split}.json` file, in file order."""
-    configs = _read_list(path, "configuration")
-    for i, cfg in enumerate(configs):
-        validate_configuration(cfg, path, i)
-    return configs
+    return _read_validated(path, "configuration", validate_configuration)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,43 @@
+"""The shared launcher: renamed config keys fail with their replacement (before any work), and
+`--config` finds an experiment's config files by name from any directory."""
+import os
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+from ttw_jax.core.train.launch import renamed_flag_errors, resolve_config_paths
+
+
+def test_renamed_keys_and_their_sections_are_named():
+    renamed = {"model.kind": "model.name", "learning_rate": "optim.learning_rate"}
+    argv = ["main", "--workdir=/tmp/x", "--config.model.kind=ga", "--config.learning_rate=1",
+            "--config.model.hidden=3", "--config=default.py"]
+    assert renamed_flag_errors(argv, renamed) == [
+        "--config.model.kind: model.kind is now model.name",
+        "--config.learning_rate: learning_rate is now optim.learning_rate"]
+    # A section that was renamed as a whole names it for every key below it.
+    assert renamed_flag_errors(["main", "--config.loss.gamma=1"], {"loss": "objective"}) == [
+        "--config.loss.gamma: loss is now objective"]
+
+
+def test_config_files_are_found_by_name(tmp_path):
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "r2r.py").write_text("")
+    here = tmp_path / "here.py"
+    here.write_text("")
+    argv = ["main", "--config=r2r", "--config=r2r.py", "--config=experiments/x/configs/r2r.py",
+            f"--config={here}", "--config=missing", "--workdir=r2r"]
+    assert resolve_config_paths(argv, str(configs)) == [
+        "main", f"--config={configs / 'r2r.py'}", f"--config={configs / 'r2r.py'}",
+        f"--config={configs / 'r2r.py'}", f"--config={here}", "--config=missing", "--workdir=r2r"]
+
+
+def test_launcher_refuses_a_renamed_key_from_outside_the_repository(tmp_path):
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    out = subprocess.run([sys.executable, "-m", "experiments.touchdown_nav.main",
+                          f"--workdir={tmp_path / 'run'}", "--config.model.kind=rconcat"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert "--config.model.kind: model.kind is now model.name" in out.stderr
+    assert not (tmp_path / "run").exists()

@@ -1,0 +1,179 @@
+"""Reading and checking record files: one error family, readers that name file and line, and
+field checks with one rule for every system.
+
+Readers: `read_json` / `read_json_list` (one JSON document), `read_jsonl` (one JSON object per
+non-blank line, records `where` = `{path}:{line}`) and `read_lines` (non-blank text lines); `.gz`
+files are decompressed. A missing file raises FileNotFoundError `{path}: file not found. {hint}`,
+anything else `error` (a `RecordFormatError`) naming the file, and the line and column of
+malformed JSON.
+
+Values: an integer is a Python or numpy integer, not a bool (`is_int`); a number is an integer or
+a Python / numpy float, not a bool, and finite (`is_number`). `Fields` reads the fields of one
+record with these rules; its messages are `{where}: missing field 'name'`, `{where}: field
+'name' is not WHAT: VALUE` (`Fields.bad`) and `{where}: field 'name': PROBLEM` (`Fields.fail`).
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+from typing import Any, Callable, Iterator, Mapping
+
+import numpy as np
+
+
+class RecordFormatError(ValueError):
+    """A data file exists but its content is malformed; the message names the file, the line or
+    entry, and the field. Each system's format error is a subclass."""
+
+
+ErrorType = type[RecordFormatError]
+
+
+# ----------------------------------------------------------------------------- files
+
+def _lines(path: str, error: ErrorType, hint: str) -> Iterator[str]:
+    """Every line of a text file (gzip-compressed if it ends in `.gz`)."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: file not found. {hint}".rstrip())
+    opener = gzip.open if path.endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            yield from f
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        raise error(f"{path}: unreadable ({type(e).__name__}: {e})") from None
+
+
+def read_lines(path: str, error: ErrorType = RecordFormatError, hint: str = ""
+               ) -> Iterator[tuple[int, str]]:
+    """(line number from 1, text without the newline) of each non-blank line of a text file."""
+    for line_no, line in enumerate(_lines(path, error, hint), 1):
+        if line.strip():
+            yield line_no, line.rstrip("\r\n")
+
+
+def read_jsonl(path: str, error: ErrorType = RecordFormatError, hint: str = ""
+               ) -> Iterator[tuple[str, int, dict]]:
+    """(where = `{path}:{line}`, line number, object) of each non-blank line of a JSON-lines
+    file; `error` `{path}:{line}: ...` for a line that is not a JSON object."""
+    for line_no, line in read_lines(path, error, hint):
+        where = f"{path}:{line_no}"
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise error(f"{where}: invalid JSON at column {e.colno}: {e.msg}") from None
+        if not isinstance(rec, dict):
+            raise error(f"{where}: expected a JSON object, got {type(rec).__name__}")
+        yield where, line_no, rec
+
+
+def read_json(path: str, error: ErrorType = RecordFormatError, hint: str = "") -> Any:
+    """The decoded content of a JSON file; `error` `{path}: invalid JSON at line L, column C:
+    ...` when malformed."""
+    try:
+        return json.loads("".join(_lines(path, error, hint)))
+    except json.JSONDecodeError as e:
+        raise error(f"{path}: invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}"
+                    ) from None
+
+
+def read_json_list(path: str, items: str, error: ErrorType = RecordFormatError,
+                   hint: str = "") -> list:
+    """`read_json` of a file whose top level is a list of `items` (e.g. "episodes")."""
+    data = read_json(path, error, hint)
+    if not isinstance(data, list):
+        raise error(f"{path}: top level: expected a JSON list of {items}, got "
+                    f"{type(data).__name__}")
+    return data
+
+
+# ----------------------------------------------------------------------------- values and fields
+
+def is_int(v: Any) -> bool:
+    """A Python or numpy integer, not a bool."""
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def is_number(v: Any) -> bool:
+    """A finite integer (`is_int`) or Python / numpy float."""
+    return is_int(v) or (isinstance(v, (float, np.floating)) and math.isfinite(v))
+
+
+def is_string(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def is_nonempty_string(v: Any) -> bool:
+    return isinstance(v, str) and v != ""
+
+
+def list_of(check: Callable[[Any], bool], min_len: int = 0, max_len: int | None = None
+            ) -> Callable[[Any], bool]:
+    """A check: a list of `min_len` to `max_len` (default: any number of) items passing `check`."""
+    return lambda v: (isinstance(v, list) and min_len <= len(v)
+                      and (max_len is None or len(v) <= max_len) and all(map(check, v)))
+
+
+def is_missing(v: Any) -> bool:
+    """None or NaN: an optional value that is absent."""
+    return v is None or (isinstance(v, (float, np.floating)) and math.isnan(v))
+
+
+def shown(value: Any, limit: int = 80) -> str:
+    """`repr(value)`, cut to `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+class Fields:
+    """Checked access to the fields of one record `rec`; errors are `error`s naming `where` (file
+    and line or entry) and the field."""
+
+    def __init__(self, rec: Mapping, where: str, error: ErrorType = RecordFormatError):
+        self.rec, self.where, self.error = rec, where, error
+
+    def bad(self, name: str, what: str, value: Any) -> RecordFormatError:
+        """`{where}: field '{name}' is not {what}: {value}` (to raise)."""
+        return self.error(f"{self.where}: field '{name}' is not {what}: {shown(value)}")
+
+    def fail(self, name: str, problem: str) -> RecordFormatError:
+        """`{where}: field '{name}': {problem}` (to raise)."""
+        return self.error(f"{self.where}: field '{name}': {problem}")
+
+    def get(self, name: str, check: Callable[[Any], bool] | None = None, what: str = "") -> Any:
+        """The value of `name` (`a.b` walks nested objects); an error if it is missing or
+        `check(value)` is false (`what` describes the expected value)."""
+        value, seen = self.rec, []
+        for part in name.split("."):
+            if not isinstance(value, Mapping):
+                raise self.bad(".".join(seen), "an object", value)
+            seen.append(part)
+            if part not in value:
+                raise self.error(f"{self.where}: missing field '{'.'.join(seen)}'")
+            value = value[part]
+        if check is not None and not check(value):
+            raise self.bad(name, what, value)
+        return value
+
+    def int(self, name: str, minimum: int | None = None) -> int:
+        what = "an integer" if minimum is None else f"an integer >= {minimum}"
+        return int(self.get(name, lambda v: is_int(v) and (minimum is None or v >= minimum),
+                            what))
+
+    def number(self, name: str, what: str = "a finite number") -> float:
+        return float(self.get(name, is_number, what))
+
+    def optional_number(self, name: str) -> float:
+        """A finite number; NaN when the field is absent, null or NaN."""
+        v = self.rec.get(name)
+        if is_missing(v):
+            return math.nan
+        if not is_number(v):
+            raise self.bad(name, "a number (or absent)", v)
+        return float(v)
+
+    def string(self, name: str, nonempty: bool = False) -> str:
+        if nonempty:
+            return self.get(name, is_nonempty_string, "a non-empty string")
+        return self.get(name, is_string, "a string")

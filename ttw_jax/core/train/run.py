@@ -1,0 +1,150 @@
+"""What every trainer repeats, once: the run directory and its config check, the mesh, the metric
+writer, the keys, the `fold_in(step)` step closure, the optimizer, the training loop under the
+config's `eval.metric` / `eval.mode`, and `results.json` plus the printed table.
+
+A trainer is then glue: load data, build the model and its loss, call `Run.fit`, evaluate the best
+parameters, `Run.finish`::
+
+    run = Run.start(config, workdir, RESUMABLE_CHANGES)
+    state = train_state.TrainState.create(apply_fn=model.apply, params=params,
+                                          tx=make_optimizer(config.optim, config.num_steps))
+    step_fn = run.step_fn(dp.make_train_step(loss_fn, run.mesh), sample)
+    state, best_params, meta = run.fit(state, step_fn, evaluate, hooks=hooks)
+    return run.finish(results, format_results(results))
+
+Key purposes (`Run.key(i)` = `fold_in(key(config.seed), i)`): 0 initialisation, 1 training
+steps, 2 evaluation; trainers use larger numbers for anything else.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Callable, Sequence
+
+import jax
+import ml_collections
+import optax
+from jax.sharding import Mesh
+
+from ttw_jax.core.train import data_parallel as dp
+from ttw_jax.core.train.logging import MetricWriter
+from ttw_jax.core.train.loop import fit
+from ttw_jax.core.train.workdir import check_workdir_config, write_results
+
+INIT, STEPS, EVAL = 0, 1, 2
+SCHEDULES = ("constant", "cosine")
+MODES = ("max", "min")
+
+
+def optim_config(learning_rate: float, grad_clip: float = 0.0, schedule: str = "constant",
+                 warmup_steps: int = 0, end_fraction: float = 0.0,
+                 weight_decay: float = 0.0) -> ml_collections.ConfigDict:
+    """The `optim` section of an experiment config (see `make_optimizer`)."""
+    return ml_collections.ConfigDict(dict(
+        learning_rate=learning_rate, grad_clip=grad_clip, schedule=schedule,
+        warmup_steps=warmup_steps, end_fraction=end_fraction, weight_decay=weight_decay))
+
+
+def learning_rate_schedule(optim: ml_collections.ConfigDict, num_steps: int):
+    """`constant`: the peak `learning_rate`; `cosine`: a linear warm-up over `warmup_steps` from 0,
+    then a cosine decay to `end_fraction` of the peak at `num_steps`."""
+    if optim.schedule == "constant":
+        return optim.learning_rate
+    if optim.schedule == "cosine":
+        if optim.warmup_steps == 0:
+            return optax.cosine_decay_schedule(optim.learning_rate, num_steps,
+                                               alpha=optim.end_fraction)
+        return optax.warmup_cosine_decay_schedule(
+            0.0, optim.learning_rate, optim.warmup_steps,
+            max(num_steps, optim.warmup_steps + 1), end_value=optim.end_fraction * optim.learning_rate)
+    raise ValueError(f"optim.schedule must be one of {SCHEDULES}, got {optim.schedule!r}")
+
+
+def make_optimizer(optim: ml_collections.ConfigDict, num_steps: int) -> optax.GradientTransformation:
+    """Adam (AdamW when `weight_decay` > 0) under `learning_rate_schedule`, after clipping the
+    global gradient norm to `grad_clip` when it is > 0."""
+    if optim.learning_rate <= 0:
+        raise ValueError(f"optim.learning_rate must be > 0, got {optim.learning_rate}")
+    lr = learning_rate_schedule(optim, num_steps)
+    adam = (optax.adamw(lr, weight_decay=optim.weight_decay) if optim.weight_decay > 0
+            else optax.adam(lr))
+    if optim.grad_clip > 0:
+        return optax.chain(optax.clip_by_global_norm(optim.grad_clip), adam)
+    return adam
+
+
+def splits(spec: str) -> list[str]:
+    """'dev,test' -> ['dev', 'test'] (empty names dropped)."""
+    return [s for s in spec.split(",") if s]
+
+
+def check_eval(config: ml_collections.ConfigDict, metrics: Sequence[str]) -> None:
+    """Fails before any work when `eval.metric` is not one the trainer reports or `eval.mode` is
+    not max/min."""
+    if config.eval.metric not in metrics:
+        raise ValueError(f"eval.metric must be one of {tuple(metrics)}, got {config.eval.metric!r}")
+    if config.eval.mode not in MODES:
+        raise ValueError(f"eval.mode must be one of {MODES}, got {config.eval.mode!r}")
+
+
+@dataclasses.dataclass
+class Run:
+    """One training run in `workdir`: its config, device mesh, metric writer and base key."""
+    config: ml_collections.ConfigDict
+    workdir: str
+    mesh: Mesh
+    writer: MetricWriter
+    base_key: jax.Array
+
+    @classmethod
+    def start(cls, config: ml_collections.ConfigDict, workdir: str,
+              resumable: Sequence[str] = (), batch_sizes: Sequence[int] | None = None) -> "Run":
+        """Creates `workdir`, records the config there (refusing to resume a run whose config
+        differs outside `resumable`), builds the mesh and checks that every batch size
+        (default: `config.batch_size`) splits over it."""
+        os.makedirs(workdir, exist_ok=True)
+        check_workdir_config(config, workdir, resumable)
+        mesh = dp.make_mesh()
+        for b in (config.batch_size,) if batch_sizes is None else batch_sizes:
+            dp.check_batch_size(b, mesh)
+        return cls(config, workdir, mesh, MetricWriter(workdir), jax.random.key(config.seed))
+
+    def key(self, purpose: int) -> jax.Array:
+        return jax.random.fold_in(self.base_key, purpose)
+
+    def replicate(self, tree):
+        return dp.replicate(tree, self.mesh)
+
+    def step_fn(self, train_step: Callable, sample: Callable[[jax.Array], Any], *consts,
+                key: jax.Array | None = None) -> Callable[[Any, int], tuple[Any, dict]]:
+        """step_fn(state, step) for `fit`: splits `fold_in(key, step)` (default `key(STEPS)`) into
+        a data key for `sample` and the step's own key, so a resumed run draws the same data."""
+        step_key = self.key(STEPS) if key is None else key
+
+        def step_fn(state, step):
+            k_data, k_step = jax.random.split(jax.random.fold_in(step_key, step))
+            return train_step(state, sample(k_data), k_step, *consts)
+        return step_fn
+
+    def fit(self, state, step_fn: Callable, evaluate: Callable[[Any], dict], *,
+            eval_prefix: str = "dev", hooks: Sequence[Callable[[int], None]] = (),
+            workdir: str | None = None, config: ml_collections.ConfigDict | None = None,
+            metric: str | None = None, mode: str | None = None):
+        """`ttw_jax.core.train.loop.fit` under `config.eval.metric` / `config.eval.mode`. A stage
+        of a multi-stage run passes its own `workdir` (a sub-directory, with its own writer),
+        `config` (num_steps, eval_every, ...) and `metric` / `mode`."""
+        writer = self.writer if workdir is None else MetricWriter(workdir)
+        try:
+            return fit(state, config=config or self.config, workdir=workdir or self.workdir,
+                       writer=writer, place=self.replicate, step_fn=step_fn, evaluate=evaluate,
+                       metric=metric or self.config.eval.metric,
+                       mode=mode or self.config.eval.mode, eval_prefix=eval_prefix, hooks=hooks)
+        finally:
+            if workdir is not None:
+                writer.close()
+
+    def finish(self, results: dict, summary: str) -> dict:
+        """Process 0 writes `results.json` and prints `summary`; closes the writer."""
+        write_results(self.workdir, results, summary)
+        self.writer.close()
+        return results
