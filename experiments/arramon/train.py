@@ -15,7 +15,6 @@ from typing import Callable, Sequence
 import jax
 import jax.numpy as jnp
 import ml_collections
-import numpy as np
 from flax.training import train_state
 
 from ttw_jax.arramon import (dataset as arramon_data, episodes as ae, evaluation as arr_eval,
@@ -23,7 +22,8 @@ from ttw_jax.arramon import (dataset as arramon_data, episodes as ae, evaluation
 from ttw_jax.arramon.losses import imitation_loss
 from ttw_jax.arramon.model import PhaseAgent
 from ttw_jax.core.train import data_parallel as dp
-from ttw_jax.core.train.run import EVAL, INIT, Run, check_eval, make_optimizer, splits
+from ttw_jax.core.train.run import (EVAL, INIT, Run, check_eval, make_optimizer, mean_over_seeds,
+                                    seed_keys, splits)
 from ttw_jax.core.vocab import Vocabulary
 
 RESUMABLE_CHANGES = ("patience", "eval.batch_size", "eval.baselines", "eval.baseline_seeds",
@@ -94,8 +94,8 @@ def init_params(models, key: jax.Array) -> dict:
             jnp.zeros((b, t, m, 3), jnp.int32), jnp.zeros((b, t, m, arramon_view.GEO_DIM)),
             jnp.ones((b, t, m), bool), jnp.zeros((b, t), jnp.int32))
     k_nav, k_assem = jax.random.split(key)
-    return {"navi": jax.jit(models[0].init)(k_nav, *args),
-            "assem": jax.jit(models[1].init)(k_assem, *args)}
+    init = jax.jit(models[0].init)        # the two modules are alike: one compiled init
+    return {"navi": init(k_nav, *args), "assem": init(k_assem, *args)}
 
 
 def baseline_rollouts(config) -> dict:
@@ -131,14 +131,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     def baseline_results(split):
         out = {}
         for name, rollout in baselines.items():
-            seeds = config.eval.baseline_seeds
-            res = [run_split(rollout, None, split,
-                             jax.random.fold_in(run.key(EVAL), seed) if seeds > 1 else None)
-                   for seed in range(seeds)]
-            out[name] = {k: float(np.mean([r[k] for r in res])) for k in res[0]}
-            if seeds > 1:
-                out[name].update({f"{k}_std": float(np.std([r[k] for r in res]))
-                                  for k in arr_eval.METRICS})
+            res = [run_split(rollout, None, split, k)
+                   for k in seed_keys(run.key(EVAL), config.eval.baseline_seeds)]
+            out[name] = mean_over_seeds(res, list(res[0]))
         return out
 
     results = {"config": config.to_dict(), "agent": config.model.name}

@@ -20,7 +20,8 @@ from flax.training import train_state
 
 from ttw_jax.core.env import PolicyFactory, replay_policy
 from ttw_jax.core.train import data_parallel as dp
-from ttw_jax.core.train.run import EVAL, INIT, Run, check_eval, make_optimizer, splits
+from ttw_jax.core.train.run import (EVAL, INIT, Run, check_eval, make_optimizer, mean_over_seeds,
+                                    splits)
 from ttw_jax.core.vocab import Vocabulary
 from ttw_jax.rxr import dataset as rxr_data, episodes as rxr_episodes, evaluation as r2r_eval, views
 from ttw_jax.rxr.graph import SOURCE_HINT, geodesic_table, load_matterport_graph
@@ -143,10 +144,7 @@ def evaluate_baselines(config, data, graph, geodesic, split: str, num_steps: int
                                   jax.random.fold_in(key, 1000 + seed), config.eval.batch_size,
                                   data["languages"])
                 for seed in range(config.eval.baseline_seeds)]
-        out[name] = {k: float(np.mean([r[k] for r in runs])) for k in r2r_eval.METRICS}
-        if len(runs) > 1:
-            out[name].update({f"{k}_std": float(np.std([r[k] for r in runs]))
-                              for k in r2r_eval.METRICS})
+        out[name] = mean_over_seeds(runs, r2r_eval.METRICS)
         out[name]["per_language"] = {
             lang: {k: float(np.mean([r["per_language"][lang][k] for r in runs]))
                    for k in r2r_eval.METRICS} for lang in runs[0]["per_language"]}

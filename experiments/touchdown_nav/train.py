@@ -16,12 +16,12 @@ from typing import Callable, Sequence
 import jax
 import jax.numpy as jnp
 import ml_collections
-import numpy as np
 from flax.training import train_state
 
 from ttw_jax.core.env import PolicyFactory, replay_policy
 from ttw_jax.core.train import data_parallel as dp
-from ttw_jax.core.train.run import EVAL, INIT, Run, check_eval, make_optimizer, splits
+from ttw_jax.core.train.run import (EVAL, INIT, Run, check_eval, make_optimizer, mean_over_seeds,
+                                    seed_keys, splits)
 from ttw_jax.core.vocab import Vocabulary
 from ttw_jax.touchdown import (env as td, episodes as nav_episodes, evaluation as nav_eval,
                                features as pano_features)
@@ -89,19 +89,14 @@ def gold_factory(sim, consts, batch):
 
 def evaluate_baselines(config, sim, data, split: str, hops, key) -> dict:
     """{baseline: {tc, spd, sed}} on `split`: the mean over `eval.baseline_seeds` seeds (the
-    deterministic ones run once; seed i uses `fold_in(key, i)`, a single run `key` itself), with
-    `<metric>_std` when there are several."""
+    deterministic ones run once; `seed_keys`), with `<metric>_std` when there are several."""
     out = {}
     for name in splits(config.eval.baselines):
         run = nav_eval.make_rollout(nav_eval.baseline_factory(name), config.eval.horizon)
         seeds = config.eval.baseline_seeds if name == "random" else 1
-        res = [nav_eval.evaluate(run, sim, None, data["episodes"][split], hops,
-                                 jax.random.fold_in(key, seed) if seeds > 1 else key,
-                                 config.eval.batch_size)
-               for seed in range(seeds)]
-        out[name] = {k: float(np.mean([r[k] for r in res])) for k in METRICS}
-        if seeds > 1:
-            out[name].update({f"{k}_std": float(np.std([r[k] for r in res])) for k in METRICS})
+        out[name] = mean_over_seeds([nav_eval.evaluate(run, sim, None, data["episodes"][split],
+                                                       hops, k, config.eval.batch_size)
+                                     for k in seed_keys(key, seeds)], METRICS)
     return out
 
 

@@ -4,22 +4,23 @@ instances."""
 import pytest
 
 from experiments.arramon import train
+from tests.experiments.contract import TrainerContract
 from tests.experiments.trainers import TRAINERS
-
-pytestmark = pytest.mark.xdist_group("arramon")  # shares the trained run (tests/experiments)
 
 ARRAMON = TRAINERS["arramon"]
 
 
-@pytest.mark.slow
-def test_results_hold_ordered_metrics_for_agent_and_random_walk(trained):
-    _, res = trained("arramon")
-    assert res["val_unseen"]["episodes"] == 200
-    for agent in ("vl", "random"):
-        m = res["val_unseen"][agent]
-        assert 0 <= m["ctc7"] <= 1 and m["ctc0"] <= m["ctc3"] <= m["ctc5"] <= m["ctc7"]
-        assert 0 <= m["ptc"] <= m["rpod"] <= 1 and 0 < m["navi_ndtw"] <= 1
-        assert m["ptc"] <= m["ctc3"]
+class TestTrainer(TrainerContract):
+    name = "arramon"
+
+    def test_results_hold_ordered_metrics_for_agent_and_random_walk(self, trained):
+        _, res = trained(self.name)
+        assert res["val_unseen"]["episodes"] == 200
+        for agent in ("vl", "random"):
+            m = res["val_unseen"][agent]
+            assert 0 <= m["ctc7"] <= 1 and m["ctc0"] <= m["ctc3"] <= m["ctc5"] <= m["ctc7"]
+            assert 0 <= m["ptc"] <= m["rpod"] <= 1 and 0 < m["navi_ndtw"] <= 1
+            assert m["ptc"] <= m["ctc3"]
 
 
 def test_partition_is_stable_and_disjoint():

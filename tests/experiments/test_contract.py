@@ -1,80 +1,37 @@
-"""The contract every experiment trainer honours, on its tiny config (`trainers.py`): it runs end to
-end and writes its outputs; a run killed mid-training resumes from its last checkpoint to the
-same results; a workdir refuses another config; the config follows the one schema (`model.name`,
-`optim`, `eval.metric` / `eval.mode`, `train_horizon` / `eval.horizon`) and the launcher names the
-replacement of every renamed key."""
-import json
-import os
+"""What every experiment trainer honours beyond its run (`contract.py`, subclassed in each
+trainer's test module): the config follows the one schema (`model.name`, `optim`,
+`eval.metric` / `eval.mode`, `train_horizon` / `eval.horizon`), the launcher names the replacement
+of every renamed key, unknown models and metrics fail before any work, and every trainer's tests
+hold it to the contract."""
+import importlib
 
 import pytest
 
-from tests.experiments.trainers import TRAINERS, run_dir
-from tests.helpers import Crash
+from tests.experiments.contract import TrainerContract
+from tests.experiments.trainers import TRAINERS
 from ttw_jax.core.train.launch import renamed_flag_errors
 
 NAMES = sorted(TRAINERS)
-# Under pytest-xdist every experiment's tests share one worker (and so its one trained run).
-GROUPED = [pytest.param(n, marks=pytest.mark.xdist_group(n)) for n in NAMES]
+TRAINER_TESTS = {"tests.talk_the_walk.test_emergent_train": "ttw_emergent",
+                 "tests.talk_the_walk.test_language_train": "ttw_language",
+                 "tests.talk_the_walk.test_landmarks": "ttw_landmarks",
+                 "tests.touchdown.test_nav_train": "touchdown_nav",
+                 "tests.touchdown.test_sdr_train": "touchdown_sdr",
+                 "tests.rxr.test_train": "rxr",
+                 "tests.arramon.test_train": "arramon"}
 OLD_KEYS = {"model.kind", "learning_rate", "grad_clip", "lr_schedule", "test_horizon", "metric",
             "horizon", "loss.horizon", "select_metric", "comm", "masc"}
 
 
-def crash_after(calls: int):
-    """A hook that raises `Crash` at its `calls`-th call (training steps of every stage)."""
-    count = {"n": 0}
-
-    def hook(step):
-        count["n"] += 1
-        if count["n"] == calls:
-            raise Crash(step)
-    return hook
+@pytest.mark.parametrize("module", TRAINER_TESTS)
+def test_every_trainer_test_module_holds_its_trainer_to_the_contract(module):
+    classes = [c for c in vars(importlib.import_module(module)).values()
+               if isinstance(c, type) and issubclass(c, TrainerContract) and c.name]
+    assert [c.name for c in classes] == [TRAINER_TESTS[module]]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", GROUPED)
-def test_runs_end_to_end_and_writes_outputs(trained, name):
-    trainer = TRAINERS[name]
-    workdir, results = trained(name)
-    for output in trainer.outputs:
-        assert os.path.exists(os.path.join(workdir, output)), output
-    with open(os.path.join(workdir, "results.json")) as f:
-        assert json.load(f) == json.loads(json.dumps(results))
-    with open(os.path.join(workdir, trainer.eval_stage, "metrics.jsonl")) as f:
-        rows = [json.loads(line) for line in f]
-    evals = [r["step"] for r in rows if any(k.startswith(("dev/", "valid/", "tune/")) for k in r)]
-    assert evals == list(trainer.eval_steps)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", GROUPED)
-def test_killed_run_resumes_to_the_same_result(trained, tfds_dir, tmp_path, name):
-    trainer = TRAINERS[name]
-    _, expected = trained(name)
-    workdir = str(tmp_path)
-    if trainer.resumable:
-        with pytest.raises(Crash):
-            trainer.train.train_and_evaluate(trainer.config(tfds_dir), workdir,
-                                             hooks=[crash_after(trainer.crash_after)])
-        checkpoints = os.path.join(run_dir(workdir, trainer), "checkpoints")
-        assert sorted(os.listdir(checkpoints)) == list(trainer.checkpoints_at_crash)
-    else:   # no checkpoints: a rerun in the same workdir starts again and gives the same results
-        trainer.train.train_and_evaluate(trainer.config(tfds_dir), workdir)
-    resumed = trainer.train.train_and_evaluate(trainer.config(tfds_dir), workdir)
-    assert resumed == expected
-    with open(os.path.join(run_dir(workdir, trainer), "metrics.jsonl")) as f:
-        steps = [json.loads(line)["step"] for line in f]
-    assert steps == sorted(steps) and len(steps) == len(set(steps))
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", GROUPED)
-def test_workdir_refuses_another_config(trained, tfds_dir, name):
-    trainer = TRAINERS[name]
-    workdir, _ = trained(name)
-    key, value, message = trainer.changed
-    config = trainer.config(tfds_dir, **{key.replace(".", "__"): value})
-    with pytest.raises(ValueError, match=rf"another config \({message}\)"):
-        trainer.train.train_and_evaluate(config, workdir)
+def test_every_trainer_has_a_contract_test():
+    assert sorted(TRAINER_TESTS.values()) == NAMES
 
 
 @pytest.mark.parametrize("name", NAMES)

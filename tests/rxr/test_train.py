@@ -3,23 +3,24 @@ that are refused with their names, and that training beats the baselines that do
 gold path."""
 import pytest
 
+from tests.experiments.contract import TrainerContract
 from tests.experiments.trainers import TRAINERS
-
-pytestmark = pytest.mark.xdist_group("rxr")  # shares the trained run (tests/experiments)
 
 RXR = TRAINERS["rxr"]
 
 
-@pytest.mark.slow
-def test_results_hold_every_metric_overall_and_per_language(trained):
-    _, res = trained("rxr")
-    assert res["val_unseen"]["episodes"] == 300
-    assert set(res["languages"]) == {"en-US", "hi-IN"}
-    agent = res["val_unseen"]["full"]
-    assert set(agent["per_language"]) == {"en-US", "hi-IN"}
-    for m in (agent, res["val_unseen"]["random_walk"]):
-        assert 0 <= m["sdtw"] <= m["ndtw"] <= 1 and 0 <= m["spl"] <= m["sr"] <= 1
-        assert m["pl"] >= 0 and m["ne"] >= 0
+class TestTrainer(TrainerContract):
+    name = "rxr"
+
+    def test_results_hold_every_metric_overall_and_per_language(self, trained):
+        _, res = trained(self.name)
+        assert res["val_unseen"]["episodes"] == 300
+        assert set(res["languages"]) == {"en-US", "hi-IN"}
+        agent = res["val_unseen"]["full"]
+        assert set(agent["per_language"]) == {"en-US", "hi-IN"}
+        for m in (agent, res["val_unseen"]["random_walk"]):
+            assert 0 <= m["sdtw"] <= m["ndtw"] <= 1 and 0 <= m["spl"] <= m["sr"] <= 1
+            assert m["pl"] >= 0 and m["ne"] >= 0
 
 
 def test_bad_settings_are_named(tfds_dir, tmp_path):

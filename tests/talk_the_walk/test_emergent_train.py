@@ -5,22 +5,23 @@ import os
 import numpy as np
 import pytest
 
+from tests.experiments.contract import TrainerContract
 from tests.experiments.trainers import TRAINERS
-
-pytestmark = pytest.mark.xdist_group("ttw_emergent")  # shares the trained run (tests/experiments)
 
 EMERGENT = TRAINERS["ttw_emergent"]
 
 
-@pytest.mark.slow
-def test_results_lie_between_chance_and_the_upper_bound(trained):
-    workdir, res = trained("ttw_emergent")
-    assert os.listdir(os.path.join(workdir, "tensorboard"))
-    for split in ("train", "valid", "test"):
-        assert 1 / 16 < res[split]["accuracy"] <= 1.0
-        assert res[split]["accuracy"] <= res[split]["upper_bound"] + 1e-9
-    assert res["test"]["examples"] == 160 * 4
-    assert 0.0 <= res["test"]["full_task"]["success_rate"] <= 1.0
+class TestTrainer(TrainerContract):
+    name = "ttw_emergent"
+
+    def test_results_lie_between_chance_and_the_upper_bound(self, trained):
+        workdir, res = trained(self.name)
+        assert os.listdir(os.path.join(workdir, "tensorboard"))
+        for split in ("train", "valid", "test"):
+            assert 1 / 16 < res[split]["accuracy"] <= 1.0
+            assert res[split]["accuracy"] <= res[split]["upper_bound"] + 1e-9
+        assert res["test"]["examples"] == 160 * 4
+        assert 0.0 <= res["test"]["full_task"]["success_rate"] <= 1.0
 
 
 @pytest.mark.slow

@@ -7,14 +7,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tests.experiments.contract import TrainerContract
 from ttw_jax.talk_the_walk import maps
 from ttw_jax.talk_the_walk.landmarks import features as lf
 from ttw_jax.talk_the_walk.landmarks.losses import pos_weights, weighted_bce
 from ttw_jax.talk_the_walk.landmarks.metrics import (all_positive, multilabel_metrics,
                                                      random_positive)
 from ttw_jax.talk_the_walk.landmarks.model import LandmarkClassifier
-
-pytestmark = pytest.mark.xdist_group("ttw_landmarks")  # shares the trained run (tests/experiments)
 
 LABELS = np.array([[1, 0, 1], [0, 1, 0], [1, 1, 0], [0, 0, 0]])
 PRED = np.array([[1, 0, 0], [0, 1, 1], [1, 0, 0], [1, 0, 0]])
@@ -162,12 +161,14 @@ def test_model_shapes_and_view_permutation_invariance():
         np.testing.assert_allclose(model.apply(params, x[:, ::-1]), out, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.slow
-def test_tiny_training_beats_baselines(trained):
-    _, results = trained("ttw_landmarks")
-    valid = results["valid"]
-    for metric in ("micro_f1", "macro_f1"):
-        assert valid["model"][metric] > valid["all_positive"][metric]
-        assert valid["model"][metric] > valid["random"][metric]
-    assert valid["model"]["micro_f1"] > 0.4
-    assert set(results["test"]["model"]["per_class"]) == set(lf.CLASS_NAMES)
+class TestTrainer(TrainerContract):
+    name = "ttw_landmarks"
+
+    def test_tiny_training_beats_baselines(self, trained):
+        _, results = trained(self.name)
+        valid = results["valid"]
+        for metric in ("micro_f1", "macro_f1"):
+            assert valid["model"][metric] > valid["all_positive"][metric]
+            assert valid["model"][metric] > valid["random"][metric]
+        assert valid["model"]["micro_f1"] > 0.4
+        assert set(results["test"]["model"]["per_class"]) == set(lf.CLASS_NAMES)

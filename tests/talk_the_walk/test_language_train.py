@@ -5,14 +5,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tests.experiments.contract import TrainerContract
 from ttw_jax.talk_the_walk import walks as localization
 from ttw_jax.talk_the_walk.full_task import run_full_task
 from ttw_jax.talk_the_walk.language import dialogues as td, evaluation as language
 from ttw_jax.talk_the_walk.language.guide import NLGuide
 from ttw_jax.talk_the_walk.language.tourist import NLTourist, greedy_decode
 
-# Tiny models: compile fast; the trainer's tests share its trained run (tests/experiments).
-pytestmark = [pytest.mark.usefixtures("fast_compile"), pytest.mark.xdist_group("ttw_language")]
+pytestmark = pytest.mark.usefixtures("fast_compile")  # tiny models: compile fast
 
 V = 12
 
@@ -66,15 +66,17 @@ def test_full_task_runs_with_natural_language_messages(agents, T):
     assert bool(jnp.all(res.evaluations <= 3))
 
 
-@pytest.mark.slow
-def test_every_stage_reports_its_accuracy(trained):
-    _, res = trained("ttw_language")
-    assert res["tourist"]["valid"]["ce"] < np.log(res["vocab_size"])   # it learned something
-    assert set(res["generated"]["T1"]["test"]) == set(language.DECODES)
-    pg = res["policy_gradient"]["test"]
-    assert {k.split("_")[-1] for k in pg} == set(language.DECODES)
-    human = res["human"]["c1_masc"]
-    for v in [*(human[s] for s in ("train", "valid", "test")), *pg.values()]:
-        assert 0.0 <= v <= 1.0
-    assert set(res["full_task"]) == {"T1", "T1_policy_gradient"}
-    assert 0.0 <= res["full_task"]["T1"]["test"]["success_rate"] <= 1.0
+class TestTrainer(TrainerContract):
+    name = "ttw_language"
+
+    def test_every_stage_reports_its_accuracy(self, trained):
+        _, res = trained(self.name)
+        assert res["tourist"]["valid"]["ce"] < np.log(res["vocab_size"])   # it learned something
+        assert set(res["generated"]["T1"]["test"]) == set(language.DECODES)
+        pg = res["policy_gradient"]["test"]
+        assert {k.split("_")[-1] for k in pg} == set(language.DECODES)
+        human = res["human"]["c1_masc"]
+        for v in [*(human[s] for s in ("train", "valid", "test")), *pg.values()]:
+            assert 0.0 <= v <= 1.0
+        assert set(res["full_task"]) == {"T1", "T1_policy_gradient"}
+        assert 0.0 <= res["full_task"]["T1"]["test"]["success_rate"] <= 1.0

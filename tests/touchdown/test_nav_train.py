@@ -2,20 +2,21 @@
 hold, and that the trained agent beats the Random baseline on held-out synthetic routes."""
 import pytest
 
+from tests.experiments.contract import TrainerContract
 from tests.experiments.trainers import TRAINERS
-
-pytestmark = pytest.mark.xdist_group("touchdown_nav")  # shares the trained run (tests/experiments)
 
 NAV = TRAINERS["touchdown_nav"]
 
 
-@pytest.mark.slow
-def test_results_hold_every_agent_on_every_split(trained):
-    _, res = trained("touchdown_nav")
-    assert res["test"]["episodes"] == 200 and res["agent"] == "ga"
-    for agent in ("ga", "random"):
-        m = res["test"][agent]
-        assert 0 <= m["sed"] <= m["tc"] <= 1 and m["spd"] >= 0
+class TestTrainer(TrainerContract):
+    name = "touchdown_nav"
+
+    def test_results_hold_every_agent_on_every_split(self, trained):
+        _, res = trained(self.name)
+        assert res["test"]["episodes"] == 200 and res["agent"] == "ga"
+        for agent in ("ga", "random"):
+            m = res["test"][agent]
+            assert 0 <= m["sed"] <= m["tc"] <= 1 and m["spd"] >= 0
 
 
 @pytest.mark.slow

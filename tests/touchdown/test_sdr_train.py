@@ -5,24 +5,24 @@ import os
 
 import jax
 import numpy as np
-import pytest
 
 from experiments.touchdown_sdr import train
+from tests.experiments.contract import TrainerContract
 
-pytestmark = pytest.mark.xdist_group("touchdown_sdr")  # shares the trained run (tests/experiments)
 
+class TestTrainer(TrainerContract):
+    name = "touchdown_sdr"
 
-@pytest.mark.slow
-def test_trains_on_8_devices_and_reports_every_model_and_baseline(trained):
-    assert jax.device_count() == 8
-    workdir, res = trained("touchdown_sdr")
-    for name in ("lingunet", "random", "center", "average"):
-        m = res["test"][name]
-        assert 0 <= m["acc@40"] <= m["acc@80"] <= m["acc@120"] <= 1
-        assert 0 <= m["consistency"] <= 1 and m["distance"] > 0
-    with open(os.path.join(workdir, "metrics.jsonl")) as f:
-        losses = [json.loads(line)["train/loss"] for line in f]
-    assert np.isfinite(losses).all()
+    def test_trains_on_8_devices_and_reports_every_model_and_baseline(self, trained):
+        assert jax.device_count() == 8
+        workdir, res = trained(self.name)
+        for name in ("lingunet", "random", "center", "average"):
+            m = res["test"][name]
+            assert 0 <= m["acc@40"] <= m["acc@80"] <= m["acc@120"] <= 1
+            assert 0 <= m["consistency"] <= 1 and m["distance"] > 0
+        with open(os.path.join(workdir, "metrics.jsonl")) as f:
+            losses = [json.loads(line)["train/loss"] for line in f]
+        assert np.isfinite(losses).all()
 
 
 def test_tune_split_holds_out_whole_descriptions():

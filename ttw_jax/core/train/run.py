@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 
 import jax
 import ml_collections
+import numpy as np
 import optax
 from jax.sharding import Mesh
 
@@ -76,6 +77,19 @@ def make_optimizer(optim: ml_collections.ConfigDict, num_steps: int) -> optax.Gr
 def splits(spec: str) -> list[str]:
     """'dev,test' -> ['dev', 'test'] (empty names dropped)."""
     return [s for s in spec.split(",") if s]
+
+
+def seed_keys(key: jax.Array, seeds: int) -> list[jax.Array]:
+    """The keys of `seeds` repeated runs: `key` itself for one, else `fold_in(key, i)`."""
+    return [key] if seeds == 1 else [jax.random.fold_in(key, i) for i in range(seeds)]
+
+
+def mean_over_seeds(runs: Sequence[dict], metrics: Sequence[str]) -> dict:
+    """{metric: mean over `runs`} plus {f"{metric}_std": std} when there are several."""
+    out = {k: float(np.mean([r[k] for r in runs])) for k in metrics}
+    if len(runs) > 1:
+        out.update({f"{k}_std": float(np.std([r[k] for r in runs])) for k in metrics})
+    return out
 
 
 def check_eval(config: ml_collections.ConfigDict, metrics: Sequence[str]) -> None:

@@ -1,0 +1,70 @@
+"""The contract every experiment trainer honours, on its tiny config (`trainers.py`): it runs end to
+end and writes its outputs; a run killed mid-training resumes from its last checkpoint to the
+same results; a workdir refuses another config.
+
+Each trainer's test module subclasses `TrainerContract` with its experiment's `name` (and adds
+its own checks as methods, which share the class's one trained run: pytest-xdist's `loadscope`
+keeps a class on one worker)."""
+import json
+import os
+
+import pytest
+
+from tests.experiments.trainers import TRAINERS, run_dir
+from tests.helpers import Crash
+
+
+def crash_after(calls: int):
+    """A hook that raises `Crash` at its `calls`-th call (training steps of every stage)."""
+    count = {"n": 0}
+
+    def hook(step):
+        count["n"] += 1
+        if count["n"] == calls:
+            raise Crash(step)
+    return hook
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("optimized")
+class TrainerContract:
+    name: str = ""   # experiments.<name>
+
+    def test_runs_end_to_end_and_writes_outputs(self, trained):
+        trainer = TRAINERS[self.name]
+        workdir, results = trained(self.name)
+        for output in trainer.outputs:
+            assert os.path.exists(os.path.join(workdir, output)), output
+        with open(os.path.join(workdir, "results.json")) as f:
+            assert json.load(f) == json.loads(json.dumps(results))
+        with open(os.path.join(workdir, trainer.eval_stage, "metrics.jsonl")) as f:
+            rows = [json.loads(line) for line in f]
+        evals = [r["step"] for r in rows
+                 if any(k.startswith(("dev/", "valid/", "tune/")) for k in r)]
+        assert evals == list(trainer.eval_steps)
+
+    def test_killed_run_resumes_to_the_same_result(self, trained, tfds_dir, tmp_path):
+        trainer = TRAINERS[self.name]
+        _, expected = trained(self.name)
+        workdir = str(tmp_path)
+        if trainer.resumable:
+            with pytest.raises(Crash):
+                trainer.train.train_and_evaluate(trainer.config(tfds_dir), workdir,
+                                                 hooks=[crash_after(trainer.crash_after)])
+            checkpoints = os.path.join(run_dir(workdir, trainer), "checkpoints")
+            assert sorted(os.listdir(checkpoints)) == list(trainer.checkpoints_at_crash)
+        else:   # no checkpoints: a rerun in the same workdir starts again, same results
+            trainer.train.train_and_evaluate(trainer.config(tfds_dir), workdir)
+        resumed = trainer.train.train_and_evaluate(trainer.config(tfds_dir), workdir)
+        assert resumed == expected
+        with open(os.path.join(run_dir(workdir, trainer), "metrics.jsonl")) as f:
+            steps = [json.loads(line)["step"] for line in f]
+        assert steps == sorted(steps) and len(steps) == len(set(steps))
+
+    def test_workdir_refuses_another_config(self, trained, tfds_dir):
+        trainer = TRAINERS[self.name]
+        workdir, _ = trained(self.name)
+        key, value, message = trainer.changed
+        config = trainer.config(tfds_dir, **{key.replace(".", "__"): value})
+        with pytest.raises(ValueError, match=rf"another config \({message}\)"):
+            trainer.train.train_and_evaluate(config, workdir)
