@@ -42,3 +42,14 @@ def test_trained_agent_beats_the_random_walk(tfds_dir, tmp_path):
     ours, rnd = res["val_unseen"]["vl"], res["val_unseen"]["random"]
     assert ours["navi_ndtw"] > rnd["navi_ndtw"] + 0.05
     assert ours["ctc3"] > rnd["ctc3"] + 0.03
+
+
+@pytest.mark.slow
+def test_baselines_mode_runs_the_random_walk_under_both_ctc_rules(tfds_dir, tmp_path):
+    c = ARRAMON.config(tfds_dir, mode="baselines", eval__baselines="random,random_by_distance",
+                       eval__baseline_seeds=2)
+    res = train.train_and_evaluate(c, str(tmp_path))
+    assert "best_step" not in res and not (tmp_path / "checkpoints").exists()
+    strict, by_distance = res["val_unseen"]["random"], res["val_unseen"]["random_by_distance"]
+    assert strict["navi_ndtw"] == by_distance["navi_ndtw"] and "ctc3_std" in strict
+    assert strict["ctc3"] <= by_distance["ctc3"]   # the fallback rule only ever zeroes CTC-k

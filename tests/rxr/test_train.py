@@ -41,3 +41,14 @@ def test_trained_agent_beats_the_baselines_that_ignore_the_gold_path(tfds_dir, t
     res = RXR.train.train_and_evaluate(c, str(tmp_path))["val_unseen"]
     best = max(res["random_walk"]["ndtw"], res["random_heading"]["ndtw"])
     assert res["full"]["ndtw"] > best + 0.05
+
+
+@pytest.mark.slow
+def test_baselines_mode_replays_the_reference_paths_and_trains_nothing(tfds_dir, tmp_path):
+    c = RXR.config(tfds_dir, mode="baselines", eval__baselines="random_walk,first_step",
+                   eval__baseline_seeds=2)
+    res = RXR.train.train_and_evaluate(c, str(tmp_path))
+    assert "best_step" not in res and not (tmp_path / "checkpoints").exists()
+    split = res["val_unseen"]
+    assert split["gold"]["ne"] == 0 and split["gold"]["sr"] == split["gold"]["ndtw"] == 1
+    assert "sr_std" in split["random_walk"] and split["first_step"]["sr_std"] == 0
