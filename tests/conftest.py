@@ -13,6 +13,7 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     _OWN_CACHE = os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="ttw_jax_cache_")
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
+import contextlib  # noqa: E402
 import shutil  # noqa: E402
 
 import pytest  # noqa: E402
@@ -41,15 +42,25 @@ def real_maps_dir() -> str:
     return shared_path("ttw", "maps")
 
 
+@contextlib.contextmanager
+def xla_optimizations(enabled: bool):
+    """XLA's optimisations on or off inside the block (`jax_disable_most_optimizations`), then
+    as they were."""
+    import jax
+    old = jax.config.read("jax_disable_most_optimizations")
+    jax.config.update("jax_disable_most_optimizations", not enabled)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_disable_most_optimizations", old)
+
+
 @pytest.fixture(scope="module")
 def fast_compile():
     """For modules of tiny models, where compilation dominates the time: skips most XLA
     optimisations for the module (`pytestmark = pytest.mark.usefixtures("fast_compile")`)."""
-    import jax
-    old = jax.config.read("jax_disable_most_optimizations")
-    jax.config.update("jax_disable_most_optimizations", True)
-    yield
-    jax.config.update("jax_disable_most_optimizations", old)
+    with xla_optimizations(False):
+        yield
 
 
 @pytest.fixture
@@ -57,25 +68,19 @@ def fast_compile_unless_slow(request):
     """The same per test, except for tests marked slow (overfitting, end-to-end): those run many
     steps, where XLA's optimisations pay for themselves, and keep their tuned numerics
     (`pytestmark = pytest.mark.usefixtures("fast_compile_unless_slow")`)."""
-    import jax
     if request.node.get_closest_marker("slow") is not None:
         yield
         return
-    old = jax.config.read("jax_disable_most_optimizations")
-    jax.config.update("jax_disable_most_optimizations", True)
-    yield
-    jax.config.update("jax_disable_most_optimizations", old)
+    with xla_optimizations(False):
+        yield
 
 
 @pytest.fixture
 def optimized():
     """XLA's optimisations on for the test, whatever its module sets (the trainer contract
     compares runs that must compile alike)."""
-    import jax
-    old = jax.config.read("jax_disable_most_optimizations")
-    jax.config.update("jax_disable_most_optimizations", False)
-    yield
-    jax.config.update("jax_disable_most_optimizations", old)
+    with xla_optimizations(True):
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -90,8 +95,6 @@ def trained(tmp_path_factory, tfds_dir):
     (`tests/experiments/trainers.py`), trained once per session and shared by its tests. It
     trains with XLA's optimisations on, whichever module asks first, so that the contract's
     resumed runs reproduce it exactly."""
-    import jax
-
     from tests.experiments.trainers import TRAINERS
     runs = {}
 
@@ -99,12 +102,8 @@ def trained(tmp_path_factory, tfds_dir):
         if name not in runs:
             trainer = TRAINERS[name]
             workdir = str(tmp_path_factory.mktemp(name))
-            old = jax.config.read("jax_disable_most_optimizations")
-            jax.config.update("jax_disable_most_optimizations", False)
-            try:
+            with xla_optimizations(True):
                 runs[name] = workdir, trainer.train.train_and_evaluate(trainer.config(tfds_dir),
                                                                        workdir)
-            finally:
-                jax.config.update("jax_disable_most_optimizations", old)
         return runs[name]
     return get

@@ -133,13 +133,19 @@ def baseline_steps(data: dict, config) -> int:
     return int(round(float(np.mean(data["episodes"][config.data.train_split]["path_len"] - 1))))
 
 
-def evaluate_baselines(config, data, graph, geodesic, split: str, num_steps: int, key) -> dict:
+def baseline_rollouts(config, num_steps: int) -> dict:
+    """{name: jitted rollout} of `eval.baselines` moving `num_steps` times, built once so each
+    compiles once for every split."""
+    return {name: r2r_eval.make_rollout(r2r_eval.baseline_factory(name, num_steps),
+                                        config.eval.horizon, config.loss.success_radius)
+            for name in splits(config.eval.baselines)}
+
+
+def evaluate_baselines(config, baselines: dict, data, graph, geodesic, split: str, key) -> dict:
     """{baseline: metrics (means over `eval.baseline_seeds` seeds, with `<metric>_std` and
     `per_language`)} on `split`."""
     out = {}
-    for name in splits(config.eval.baselines):
-        run = r2r_eval.make_rollout(r2r_eval.baseline_factory(name, num_steps), config.eval.horizon,
-                                    config.loss.success_radius)
+    for name, run in baselines.items():
         runs = [r2r_eval.evaluate(run, graph, geodesic, None, data["episodes"][split],
                                   jax.random.fold_in(key, 1000 + seed), config.eval.batch_size,
                                   data["languages"])
@@ -194,10 +200,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     results = {"config": config.to_dict(), "best_step": meta["best_step"],
                "last_step": meta["step"], "agent": config.model.name,
                "baseline_steps": num_steps, "languages": data["languages"]}
+    baselines = baseline_rollouts(config, num_steps)
     for split in splits(config.data.eval_splits):
         results[split] = {"episodes": len(data["episodes"][split]["start"]),
                           config.model.name: evaluate(best_params, split, data["languages"]),
-                          **evaluate_baselines(config, data, graph, geodesic, split, num_steps,
+                          **evaluate_baselines(config, baselines, data, graph, geodesic, split,
                                                run.key(EVAL))}
     return run.finish(results, format_results(results))
 
@@ -208,6 +215,7 @@ def run_baselines(config: ml_collections.ConfigDict, run: Run, data: dict) -> di
     num_steps = baseline_steps(data, config)
     results = {"config": config.to_dict(), "agent": "gold", "baseline_steps": num_steps,
                "languages": data["languages"]}
+    baselines = baseline_rollouts(config, num_steps)
     for split in splits(config.data.eval_splits):
         eps = data["episodes"][split]
         gold = r2r_eval.evaluate(r2r_eval.make_rollout(gold_factory, eps["gold"].shape[1]), graph,
@@ -215,7 +223,7 @@ def run_baselines(config: ml_collections.ConfigDict, run: Run, data: dict) -> di
                                  data["languages"])
         results[split] = {"episodes": len(eps["start"]),
                           "gold": {k: v for k, v in gold.items() if k != "episodes"},
-                          **evaluate_baselines(config, data, graph, geodesic, split, num_steps,
+                          **evaluate_baselines(config, baselines, data, graph, geodesic, split,
                                                run.key(EVAL))}
     return run.finish(results, format_results(results))
 

@@ -87,12 +87,18 @@ def gold_factory(sim, consts, batch):
     return replay_policy, batch["gold"]
 
 
-def evaluate_baselines(config, sim, data, split: str, hops, key) -> dict:
+def baseline_rollouts(config) -> dict:
+    """{name: jitted rollout} of `eval.baselines`, built once so each compiles once for every
+    split."""
+    return {name: nav_eval.make_rollout(nav_eval.baseline_factory(name), config.eval.horizon)
+            for name in splits(config.eval.baselines)}
+
+
+def evaluate_baselines(config, baselines: dict, sim, data, split: str, hops, key) -> dict:
     """{baseline: {tc, spd, sed}} on `split`: the mean over `eval.baseline_seeds` seeds (the
     deterministic ones run once; `seed_keys`), with `<metric>_std` when there are several."""
     out = {}
-    for name in splits(config.eval.baselines):
-        run = nav_eval.make_rollout(nav_eval.baseline_factory(name), config.eval.horizon)
+    for name, run in baselines.items():
         seeds = config.eval.baseline_seeds if name == "random" else 1
         out[name] = mean_over_seeds([nav_eval.evaluate(run, sim, None, data["episodes"][split],
                                                        hops, k, config.eval.batch_size)
@@ -139,10 +145,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                                        evaluate, hooks=hooks)
     results = {"config": config.to_dict(), "best_step": meta["best_step"],
                "last_step": meta["step"], "agent": config.model.name}
+    baselines = baseline_rollouts(config)
     for split in splits(d.eval_splits):
         results[split] = {config.model.name: evaluate(best_params, split),
                           "episodes": len(data["episodes"][split]["goal"]),
-                          **evaluate_baselines(config, sim, data, split, hops[split],
+                          **evaluate_baselines(config, baselines, sim, data, split, hops[split],
                                                run.key(EVAL))}
     return run.finish(results, format_results(results))
 
@@ -152,6 +159,7 @@ def run_baselines(config: ml_collections.ConfigDict, run: Run) -> dict:
     data = load_data(config, run.workdir, splits(config.data.eval_splits))
     sim = td.compile_sim(data["graph"])
     results = {"config": config.to_dict(), "agent": "gold", "horizon": config.eval.horizon}
+    baselines = baseline_rollouts(config)
     for split in splits(config.data.eval_splits):
         eps = data["episodes"][split]
         hops = nav_episodes.hops_to_goal(data["graph"], eps["goal"])
@@ -160,7 +168,8 @@ def run_baselines(config: ml_collections.ConfigDict, run: Run) -> dict:
         results[split] = {"episodes": len(eps["goal"]),
                           "gold": {**{k: gold[k] for k in METRICS},
                                    "tc_count": int(gold["episodes"]["tc"].sum())},
-                          **evaluate_baselines(config, sim, data, split, hops, run.key(EVAL))}
+                          **evaluate_baselines(config, baselines, sim, data, split, hops,
+                                               run.key(EVAL))}
     return run.finish(results, format_results(results))
 
 
