@@ -22,6 +22,22 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
 
 
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`--dist loadscope --no-loadscope-reorder`, set in pyproject.toml) the
+    two workers take whole classes and modules in the order of their first test: the trainer
+    contracts first, then the other slow tests, so that the long runs start early and the short
+    ones fill in at the end."""
+    if not hasattr(config, "workerinput"):
+        return
+
+    def rank(item):
+        cls = getattr(item, "cls", None)
+        if cls is not None and any(c.__name__ == "TrainerContract" for c in cls.__mro__[1:]):
+            return 0
+        return 1 if item.get_closest_marker("slow") is not None else 2
+    items.sort(key=rank)
+
+
 def pytest_sessionfinish(session):
     if _OWN_CACHE and not hasattr(session.config, "workerinput"):
         shutil.rmtree(_OWN_CACHE, ignore_errors=True)
@@ -67,19 +83,13 @@ def fast_compile():
 def fast_compile_unless_slow(request):
     """The same per test, except for tests marked slow (overfitting, end-to-end): those run many
     steps, where XLA's optimisations pay for themselves, and keep their tuned numerics
-    (`pytestmark = pytest.mark.usefixtures("fast_compile_unless_slow")`)."""
-    if request.node.get_closest_marker("slow") is not None:
+    (`pytestmark = pytest.mark.usefixtures("fast_compile_unless_slow")`) -- unless marked
+    `fast_compile` too (slow only to compile: one step of a whole system, compared two ways)."""
+    if (request.node.get_closest_marker("slow") is not None
+            and request.node.get_closest_marker("fast_compile") is None):
         yield
         return
     with xla_optimizations(False):
-        yield
-
-
-@pytest.fixture
-def optimized():
-    """XLA's optimisations on for the test, whatever its module sets (the trainer contract
-    compares runs that must compile alike)."""
-    with xla_optimizations(True):
         yield
 
 
@@ -93,8 +103,8 @@ def tfds_dir(tmp_path_factory) -> str:
 def trained(tmp_path_factory, tfds_dir):
     """trained(name) -> (workdir, results) of experiment `name`'s tiny config
     (`tests/experiments/trainers.py`), trained once per session and shared by its tests. It
-    trains with XLA's optimisations on, whichever module asks first, so that the contract's
-    resumed runs reproduce it exactly."""
+    trains with XLA's optimisations as the trainer's `xla_optimized` says, whichever module asks
+    first, so that the contract's resumed runs (compiled the same way) reproduce it exactly."""
     from tests.experiments.trainers import TRAINERS
     runs = {}
 
@@ -102,7 +112,7 @@ def trained(tmp_path_factory, tfds_dir):
         if name not in runs:
             trainer = TRAINERS[name]
             workdir = str(tmp_path_factory.mktemp(name))
-            with xla_optimizations(True):
+            with xla_optimizations(trainer.xla_optimized):
                 runs[name] = workdir, trainer.train.train_and_evaluate(trainer.config(tfds_dir),
                                                                        workdir)
         return runs[name]

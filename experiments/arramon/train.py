@@ -22,8 +22,8 @@ from ttw_jax.arramon import (dataset as arramon_data, episodes as ae, evaluation
 from ttw_jax.arramon.losses import imitation_loss
 from ttw_jax.arramon.model import PhaseAgent
 from ttw_jax.core.train import data_parallel as dp
-from ttw_jax.core.train.run import (EVAL, INIT, Run, check_eval, make_optimizer, mean_over_seeds,
-                                    seed_keys, splits)
+from ttw_jax.core.train.run import (EVAL, INIT, Run, check_eval, evaluate_best, make_optimizer,
+                                    mean_over_seeds, seed_keys, splits)
 from ttw_jax.core.vocab import Vocabulary
 
 RESUMABLE_CHANGES = ("patience", "eval.batch_size", "eval.baselines", "eval.baseline_seeds",
@@ -154,13 +154,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                                 config.batch_size, run.mesh)
     agent = arr_eval.make_task_rollout(arr_eval.agent_factories(*models, NUM_TYPES),
                                        config.eval.horizon)
-    evaluate = lambda params: {k: v for k, v in run_split(agent, params, d.dev_split).items()
-                               if k in arr_eval.METRICS}
     state, best_params, meta = run.fit(state, run.step_fn(train_step, sample, train_walk),
-                                       evaluate, hooks=hooks)
+                                       lambda params: run_split(agent, params, d.dev_split),
+                                       hooks=hooks)
     results.update(best_step=meta["best_step"], last_step=meta["step"])
     for split in splits(d.eval_splits):
-        results[split] = {config.model.name: run_split(agent, best_params, split),
+        results[split] = {config.model.name: evaluate_best(
+                              meta, split, d.dev_split,
+                              lambda: run_split(agent, best_params, split)),
                           "episodes": len(data["episodes"][split]["psi0"]),
                           **baseline_results(split)}
     return run.finish(results, format_results(results))

@@ -20,8 +20,8 @@ from flax.training import train_state
 
 from ttw_jax.core.env import PolicyFactory, replay_policy
 from ttw_jax.core.train import data_parallel as dp
-from ttw_jax.core.train.run import (EVAL, INIT, Run, check_eval, make_optimizer, mean_over_seeds,
-                                    seed_keys, splits)
+from ttw_jax.core.train.run import (EVAL, INIT, Run, check_eval, evaluate_best, make_optimizer,
+                                    mean_over_seeds, seed_keys, splits)
 from ttw_jax.core.vocab import Vocabulary
 from ttw_jax.touchdown import (env as td, episodes as nav_episodes, evaluation as nav_eval,
                                features as pano_features)
@@ -147,7 +147,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                "last_step": meta["step"], "agent": config.model.name}
     baselines = baseline_rollouts(config)
     for split in splits(d.eval_splits):
-        results[split] = {config.model.name: evaluate(best_params, split),
+        results[split] = {config.model.name: evaluate_best(meta, split, d.dev_split,
+                                                           lambda: evaluate(best_params, split)),
                           "episodes": len(data["episodes"][split]["goal"]),
                           **evaluate_baselines(config, baselines, sim, data, split, hops[split],
                                                run.key(EVAL))}

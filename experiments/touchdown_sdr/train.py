@@ -18,7 +18,7 @@ from flax.training import train_state
 
 from ttw_datasets.touchdown import touchdown_dataset_builder as td_builder
 from ttw_jax.core.train import data_parallel as dp
-from ttw_jax.core.train.run import INIT, STEPS, Run, check_eval, make_optimizer
+from ttw_jax.core.train.run import INIT, STEPS, Run, check_eval, evaluate_best, make_optimizer
 from ttw_jax.core.vocab import Vocabulary
 from ttw_jax.touchdown.dataset import prepare
 from ttw_jax.touchdown.sdr import figures, metrics as sdr_metrics
@@ -123,8 +123,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                "num_params": int(sum(x.size for x in jax.tree_util.tree_leaves(best_params)))}
     for split in ["tune", *[s for s in config.data.eval_splits.split(",") if s]]:
         keep = config.num_heatmaps if split == "test" else 0
-        metrics, probs = evaluate(predict, best_params, splits[split], config.eval.batch_size,
-                                  config.data.image_width, keep_maps=keep)
+        if split == "tune":   # fit's evaluation at the best step: the same numbers
+            metrics = evaluate_best(meta, split, "tune", lambda: tune_metrics(best_params))
+        else:
+            metrics, probs = evaluate(predict, best_params, splits[split], config.eval.batch_size,
+                                      config.data.image_width, keep_maps=keep)
         results[split] = {config.model.name: metrics, "examples": len(splits[split]["center"])}
         h, w = splits[split]["features"].shape[1:3]
         for name in [b for b in config.eval.baselines.split(",") if b]:

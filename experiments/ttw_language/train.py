@@ -27,7 +27,7 @@ from flax.training import train_state
 
 from ttw_jax.core.chunks import map_in_chunks
 from ttw_jax.core.train import data_parallel as dp
-from ttw_jax.core.train.run import Run, make_optimizer, optim_config
+from ttw_jax.core.train.run import Run, evaluate_best, make_optimizer, optim_config
 from ttw_jax.core.vocab import Vocabulary
 from ttw_jax.talk_the_walk import maps, walks as localization
 from ttw_jax.talk_the_walk.language import (dataset as ttw_language_data, dialogues as td,
@@ -136,7 +136,8 @@ def train_tourist(run: Run, data, key, hooks):
     sample = dp.episode_sampler(train, config.tourist.batch_size, mesh)
     params, meta = run_stage(run, config.tourist, "tourist", params, loss_fn, sample, evaluate,
                              "ce", "min", jax.random.fold_in(key, 1), hooks=hooks)
-    return model, params, {"best_step": meta["best_step"], "valid": evaluate(params)}
+    return model, params, {"best_step": meta["best_step"],
+                           "valid": evaluate_best(meta, "valid", "valid", lambda: evaluate(params))}
 
 
 def make_guide_evaluator(guide, batch_size: int, predict_T: bool):
@@ -176,8 +177,9 @@ def train_human_guide(run: Run, data, key, ctx: int, masc: bool, hooks):
     params, meta = run_stage(run, config.guide, name, params, loss_fn, sample,
                              lambda p: {"accuracy": evaluate(p, sets["valid"])}, "accuracy",
                              "max", jax.random.fold_in(key, 1), hooks=hooks)
-    return {"best_step": meta["best_step"],
-            **{s: evaluate(params, sets[s]) for s in maps.SPLITS}}
+    return {"best_step": meta["best_step"], **{s: evaluate_best(
+        meta, s, "valid", lambda: {"accuracy": evaluate(params, sets[s])})["accuracy"]
+        for s in maps.SPLITS}}
 
 
 def walk_sets(config, data, T: int, key) -> dict:

@@ -1,5 +1,5 @@
-"""The shared training loop: early stopping in both directions, best parameters, and resuming
-from checkpoints written before the loop was shared."""
+"""The shared training loop: early stopping in both directions, best parameters and their
+evaluation, and resuming from checkpoints written before the loop was shared."""
 import os
 
 import jax
@@ -12,6 +12,7 @@ from flax.training import train_state
 from ttw_jax.core.train.checkpoint import Checkpointer
 from ttw_jax.core.train.logging import MetricWriter
 from ttw_jax.core.train.loop import fit
+from ttw_jax.core.train.run import evaluate_best
 
 
 def config(**kw):
@@ -67,3 +68,25 @@ def test_resumes_with_the_checkpoint_bookkeeping(tmp_path):
     _, _, meta = run(tmp_path, lambda p: {"err": float(abs(p["w"] - 3.0))}, num_steps=10)
     assert meta["step"] == 10 and meta["best"] == 0.1
     assert meta["best_step"] == 5   # |w - 3| at step 10 is not below the recorded 0.1
+
+
+def test_best_eval_is_the_evaluation_at_the_best_step_also_after_a_resume(tmp_path):
+    evals = []
+
+    def evaluate(p):
+        evals.append(float(p["w"]))
+        return {"err": abs(float(p["w"]) - 3.0), "w": float(p["w"])}
+
+    # Maximising |w - 3|: step 5 stays best while later evaluations run.
+    _, best, meta = run(tmp_path, evaluate, mode="max", num_steps=10)
+    assert meta["best_step"] == 5 and meta["best_eval"] == {"err": abs(evals[0] - 3.0),
+                                                            "w": evals[0]}
+    assert meta["best_eval"]["w"] == float(best["w"]) != evals[-1]
+    _, _, resumed = run(tmp_path, evaluate, mode="max", num_steps=15)   # from step 10's checkpoint
+    assert resumed["best_step"] == 5 and resumed["best_eval"] == meta["best_eval"]
+
+    calls = []
+    again = lambda: calls.append(1) or {"err": -1.0}
+    assert evaluate_best(meta, "dev", "dev", again) == meta["best_eval"] and not calls
+    assert evaluate_best(meta, "test", "dev", again) == {"err": -1.0} and calls == [1]
+    assert evaluate_best({"best_eval": None}, "dev", "dev", again) == {"err": -1.0}

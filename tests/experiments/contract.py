@@ -10,6 +10,7 @@ import os
 
 import pytest
 
+from tests.conftest import xla_optimizations
 from tests.experiments.trainers import TRAINERS, run_dir
 from tests.helpers import Crash
 
@@ -26,9 +27,15 @@ def crash_after(calls: int):
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("optimized")
 class TrainerContract:
     name: str = ""   # experiments.<name>
+
+    @pytest.fixture(autouse=True)
+    def compiled_like_the_shared_run(self):
+        """XLA's optimisations as in the shared `trained` run, whatever the module sets: a
+        resumed run must compile alike to reproduce it."""
+        with xla_optimizations(TRAINERS[self.name].xla_optimized):
+            yield
 
     def test_runs_end_to_end_and_writes_outputs(self, trained):
         trainer = TRAINERS[self.name]

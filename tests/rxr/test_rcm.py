@@ -233,6 +233,7 @@ def test_behavioural_cloning_overfits_a_tiny_batch(real):
 
 
 @pytest.mark.slow   # a full system train step, compiled three ways for 8 devices
+@pytest.mark.fast_compile
 def test_mesh_step_equals_pmap_step(real):
     """Behavioural cloning only (policy-gradient rows share a batch-mean baseline, which is
     global in the jit step and per device under pmap)."""

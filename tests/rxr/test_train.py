@@ -36,7 +36,7 @@ def test_bad_settings_are_named(tfds_dir, tmp_path):
 
 @pytest.mark.slow
 def test_trained_agent_beats_the_baselines_that_ignore_the_gold_path(tfds_dir, tmp_path):
-    c = RXR.config(tfds_dir, num_steps=150, eval_every=50, model__hidden=64,
+    c = RXR.config(tfds_dir, num_steps=150, eval_every=150, model__hidden=64,
                    optim__learning_rate=2e-3, eval__baselines="random_walk,random_heading")
     res = RXR.train.train_and_evaluate(c, str(tmp_path))["val_unseen"]
     best = max(res["random_walk"]["ndtw"], res["random_heading"]["ndtw"])

@@ -25,5 +25,6 @@ def setup(batch_size=32):
 
 
 @pytest.mark.slow   # a full system train step, compiled three ways for 8 devices
+@pytest.mark.fast_compile
 def test_jit_mesh_step_equals_pmap_step_and_single_device():
     assert_jit_step_equals_pmap_step(*setup())

@@ -20,6 +20,7 @@ pytestmark = pytest.mark.usefixtures("fast_compile_unless_slow")  # tiny models
 
 
 @pytest.mark.slow   # a full system train step, compiled three ways for 8 devices
+@pytest.mark.fast_compile
 def test_simulator_in_the_loop_step_with_consts_equals_pmap_step():
     """The Touchdown imitation step (simulator and feature table passed as replicated consts)."""
     n = jax.device_count()

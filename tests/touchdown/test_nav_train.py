@@ -22,7 +22,7 @@ class TestTrainer(TrainerContract):
 @pytest.mark.slow
 def test_trained_agent_beats_random_on_held_out_routes(tfds_dir, tmp_path):
     # RConcat learns through the same loss and scan (its overfit test: tests/touchdown/test_agents.py).
-    c = NAV.config(tfds_dir, num_steps=150, eval_every=50, model__text_hidden=64, model__hidden=64,
-                   optim__learning_rate=3e-3)
+    c = NAV.config(tfds_dir, num_steps=100, eval_every=100, model__text_hidden=64, model__hidden=64,
+                   optim__learning_rate=4e-3)
     res = NAV.train.train_and_evaluate(c, str(tmp_path))
     assert res["test"]["ga"]["tc"] > res["test"]["random"]["tc"] + 0.05

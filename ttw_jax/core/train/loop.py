@@ -29,7 +29,10 @@ def fit(state: Any, *, config: ml_collections.ConfigDict, workdir: str, writer: 
     without improvement. `place(tree)` puts host trees on the devices. Hosts sync every
     `config.log_every` steps. `hooks` are called with the step number after every step.
 
-    Returns (state, best_params, meta) with meta = {step, best, best_step, bad_evals, stopped}.
+    Returns (state, best_params, meta) with meta = {step, best, best_step, best_eval,
+    bad_evals, stopped}; `best_eval` is the whole `evaluate` result at `best_step` (also after a
+    resume: it is checkpointed), so a trainer need not evaluate the best parameters on the same
+    split again.
     """
     if mode not in ("max", "min"):
         raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
@@ -70,7 +73,8 @@ def fit(state: Any, *, config: ml_collections.ConfigDict, workdir: str, writer: 
                 result = evaluate(state.params)
                 scalars.update({f"{eval_prefix}/{k}": v for k, v in result.items()})
                 if meta["best"] is None or sign * result[metric] > sign * meta["best"]:
-                    meta.update(best=result[metric], best_step=step, bad_evals=0)
+                    meta.update(best=result[metric], best_step=step, bad_evals=0,
+                                best_eval={k: float(v) for k, v in result.items()})
                     best_params = jax.tree_util.tree_map(jnp.copy, state.params)
                 else:
                     meta["bad_evals"] += 1

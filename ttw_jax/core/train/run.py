@@ -92,6 +92,15 @@ def mean_over_seeds(runs: Sequence[dict], metrics: Sequence[str]) -> dict:
     return out
 
 
+def evaluate_best(meta: dict, split: str, dev_split: str, evaluate: Callable[[], dict]) -> dict:
+    """The best parameters' metrics on `split`: `fit`'s own evaluation at the best step when `split`
+    is the dev split (the same program, parameters and key, hence the same numbers), else
+    `evaluate()`."""
+    if split == dev_split and meta.get("best_eval") is not None:
+        return dict(meta["best_eval"])
+    return evaluate()
+
+
 def check_eval(config: ml_collections.ConfigDict, metrics: Sequence[str]) -> None:
     """Fails before any work when `eval.metric` is not one the trainer reports or `eval.mode` is
     not max/min."""
