@@ -29,14 +29,16 @@ def test_replicated_state_round_trips_through_host_arrays(tmp_path):
     mesh = dp.make_mesh()
     state = replicated_state(mesh)
     ckpt = Checkpointer(str(tmp_path))
-    ckpt.save(3, {"state": state}, {"step": 3, "best_eval": {"acc": 0.25}})
+    host_counts = np.arange(3, dtype=np.int64)   # a host leaf keeps its own dtype
+    ckpt.save(3, {"state": state, "counts": host_counts}, {"step": 3, "best_eval": {"acc": 0.25}})
     template = train_state.TrainState.create(apply_fn=None, params=jax.device_get(state.params),
                                              tx=optax.adam(1e-3))
-    trees, meta = ckpt.restore_latest({"state": template})
+    trees, meta = ckpt.restore_latest({"state": template, "counts": np.zeros(3, np.int64)})
     ckpt.close()
     assert meta == {"step": 3, "best_eval": {"acc": 0.25}}
     assert int(trees["state"].step) == 7
     assert_same(trees["state"], state)
+    assert_same(trees["counts"], host_counts)
     placed = dp.replicate(trees["state"], mesh)
     assert placed.params["w"].sharding.is_fully_replicated
 

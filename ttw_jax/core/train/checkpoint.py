@@ -42,9 +42,11 @@ class Checkpointer:
         step = self.manager.latest_step()
         if step is None:
             return None
-        # numpy leaves of the template's shapes and dtypes (np.empty touches no memory)
-        abstract = jax.tree_util.tree_map(lambda x: np.empty(np.shape(x), jnp.result_type(x)),
-                                          template)
+        # numpy leaves of the template's shapes and dtypes (np.empty touches no memory); a
+        # Python scalar leaf (TrainState.step before the first update) takes JAX's dtype for it
+        abstract = jax.tree_util.tree_map(
+            lambda x: np.empty(np.shape(x), getattr(x, "dtype", None) or jnp.result_type(x)),
+            template)
         out = self.manager.restore(step, args=ocp.args.Composite(
             train=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()))
         return out["train"], dict(out["meta"])
