@@ -16,13 +16,12 @@ Every instance is validated (`validate_instance`) before anything is written.
 Each example: `record`, the whole instance as JSON text (floats written with Python's shortest
 round-trip repr, so `json.loads` gives back exactly the validated dict, including any `world`),
 plus `index` (its position in the split's file or generator output; the reader sorts by it),
-`code` and `mapId` for filtering. Key: `code`, or `{code}_{index}` for a code that appears more
-than once in the split (the real files repeat codes).
+`mapId` and `code` (empty when the instance has none: the official val_unseen carries neither
+`code` nor `filename`) for filtering. Key: `{mapId}_{index}`, from what every instance has.
 TensorFlow is not needed: the builder writes ArrayRecord, read back with `tfds.data_source`.
 """
 from __future__ import annotations
 
-import collections
 import dataclasses
 import json
 import os
@@ -89,16 +88,14 @@ def split_instances(config: ArramonConfig, manual_dir: str | None) -> dict[str, 
 
 
 def example_keys(instances: Sequence[Mapping]) -> list[str]:
-    """The example key of each instance: its code, with `_{index}` appended to a code that
-    repeats within `instances`."""
-    counts = collections.Counter(inst["code"] for inst in instances)
-    return [inst["code"] if counts[inst["code"]] == 1 else f"{inst['code']}_{i}"
-            for i, inst in enumerate(instances)]
+    """The example key of each instance: `{mapId}_{index}` (index: its position in
+    `instances`), from fields every official split has (`code` is optional)."""
+    return [f"{inst['mapId']}_{i}" for i, inst in enumerate(instances)]
 
 
 def to_example(inst: Mapping, index: int) -> dict:
     """The stored example of an instance at position `index` of its split."""
-    return {"index": index, "code": inst["code"], "mapId": inst["mapId"],
+    return {"index": index, "code": inst.get("code", ""), "mapId": inst["mapId"],
             "record": json.dumps(inst, ensure_ascii=False, allow_nan=False)}
 
 
@@ -114,8 +111,10 @@ CITATION = r"""@inproceedings{kim2020arramon,
 class Builder(ttw_tfds.ArrayRecordBuilder):
     """ArraMon instances, one example per instance (see the module docstring)."""
 
-    VERSION = tfds.core.Version("1.0.0")
-    RELEASE_NOTES = {"1.0.0": "Initial release."}
+    VERSION = tfds.core.Version("1.1.0")
+    RELEASE_NOTES = {"1.0.0": "Initial release.",
+                     "1.1.0": "`code` and `filename` optional (empty `code` feature when "
+                              "absent); example keys `{mapId}_{index}`."}
     BUILDER_CONFIGS = [
         ArramonConfig(name="synthetic", description="Synthetic cities, routes, objects and "
                                                     "assembly grids; no download."),

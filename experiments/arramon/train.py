@@ -1,10 +1,12 @@
 """Training and evaluation of the ArraMon V/L baseline and its V/O, L/O ablations.
 
 `train_and_evaluate(config, workdir)` imitates the demonstrated actions of both phases with the
-simulator inside `lax.scan` (teacher forcing, every turn its own example), checkpoints with orbax
-(a killed run resumes with identical results), stops early on the dev split's `eval.metric` of
-the full cascaded task, then reports the task metrics of the best parameters on every
-evaluation split beside the random walk.
+simulator inside `lax.scan` (teacher forcing, every turn its own example, the loss the mean of
+the two modules'), checkpoints with orbax (a killed run resumes with identical results), stops
+early on the dev split's `eval.metric` of the full cascaded task, then reports the task metrics
+of the best parameters on every evaluation split (overall and per turn, both CTC rules) beside
+the baselines, the assembly after perfect navigation (the paper's Table 6) when
+`eval.perfect_navigation`, the parameter counts, and draws `trajectories.png` (dev instances).
 """
 from __future__ import annotations
 
@@ -18,19 +20,26 @@ import ml_collections
 from flax.training import train_state
 
 from ttw_jax.arramon import (dataset as arramon_data, episodes as ae, evaluation as arr_eval,
-                             records as arramon_records, views as arramon_view)
+                             figures, metrics as arramon_metrics, records as arramon_records,
+                             views as arramon_view)
 from ttw_jax.arramon.losses import imitation_loss
-from ttw_jax.arramon.model import PhaseAgent
+from ttw_jax.arramon.model import PhaseAgent, num_params
 from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.core.train.run import (EVAL, INIT, Run, check_eval, evaluate_best, make_optimizer,
                                     mean_over_seeds, seed_keys, splits)
 from ttw_jax.core.vocab import Vocabulary
 
 RESUMABLE_CHANGES = ("patience", "eval.batch_size", "eval.baselines", "eval.baseline_seeds",
+                     "eval.perfect_navigation", "eval.num_figures",
                      "data.eval_splits", "data.tfds_dir", "data.manual_dir")
 MODELS = ("vl", "vo", "lo")
 MODES = ("train", "baselines")
-BASELINES = ("random", "random_by_distance")
+# random: the uniform random walk; shortest_path: the ground truth's actions in both phases
+# (the paper's S/P row: its paths are A* shortest paths).
+BASELINES = ("random", "shortest_path")
+REMOVED_BASELINES = {"random_by_distance": "every result now holds both CTC rules: `random` "
+                                           "under eval.ctc_rule, and {metric}_distance / "
+                                           "{metric}_strict"}
 PAPER_RANDOM = {"navi_ndtw": 0.045, "ctc3": 0.030, "ctc5": 0.054, "ctc7": 0.092}  # Kim et al. 2020
 PARTITIONS = ("partition_train", "partition_dev", "partition_test")
 NUM_TYPES = len(arramon_records.TYPES)
@@ -39,12 +48,13 @@ NUM_ATTRS = (ae.NUM_ATTRIBUTES[0], ae.NUM_ATTRIBUTES[1],
 
 
 def partition(records: Sequence[dict], fractions: Sequence[float]) -> dict[str, list[dict]]:
-    """{partition_train, partition_dev, partition_test}: records split by crc32 of `code`
-    (stable across runs and machines) with the given (train, dev) fractions."""
+    """{partition_train, partition_dev, partition_test}: records split by crc32 of `mapId`
+    (stable across runs and machines; every official split has it, and instances of one map
+    stay together) with the given (train, dev) fractions."""
     lo, hi = round(100 * fractions[0]), round(100 * (fractions[0] + fractions[1]))
     out: dict[str, list[dict]] = {name: [] for name in PARTITIONS}
     for r in records:
-        bucket = zlib.crc32(r["code"].encode()) % 100
+        bucket = zlib.crc32(str(r["mapId"]).encode()) % 100
         out[PARTITIONS[0 if bucket < lo else 1 if bucket < hi else 2]].append(r)
     return out
 
@@ -99,14 +109,19 @@ def init_params(models, key: jax.Array) -> dict:
 
 
 def baseline_rollouts(config) -> dict:
-    """{name: task rollout} of `eval.baselines`: `random` (CTC-k with the fallback rule: a phase
-    that ends without a pick-up scores 0) and `random_by_distance` (CTC-k by final distance)."""
+    """{name: task rollout} of `eval.baselines` (BASELINES), scored under `eval.ctc_rule`."""
     names = splits(config.eval.baselines)
+    for name in names:
+        if name in REMOVED_BASELINES:
+            raise ValueError(f"baseline {name!r} was removed: {REMOVED_BASELINES[name]}")
     unknown = set(names) - set(BASELINES)
     if unknown:
         raise ValueError(f"unknown baselines {sorted(unknown)}; available: {BASELINES}")
-    return {name: arr_eval.make_task_rollout(arr_eval.random_factories(), config.eval.horizon,
-                                             strict=name == "random") for name in names}
+    factories = {"random": arr_eval.random_factories(),
+                 "shortest_path": (arr_eval.gold_navigation_factory,
+                                   arr_eval.gold_assembly_factory)}
+    return {name: arr_eval.make_task_rollout(factories[name], config.eval.horizon,
+                                             config.eval.ctc_rule) for name in names}
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
@@ -118,21 +133,25 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     if config.model.name not in MODELS:
         raise ValueError(f"model.name must be one of {MODELS}, got {config.model.name!r}")
     check_eval(config, arr_eval.METRICS)
+    arramon_metrics.check_rule(config.eval.ctc_rule)
     baselines = baseline_rollouts(config)
     run = Run.start(config, workdir, RESUMABLE_CHANGES)
     data = load_data(config, workdir)
     d = config.data
 
-    def run_split(rollout, consts, split, key=None):
-        ev = arr_eval.evaluate(rollout, data["walkable"][split], consts, data["episodes"][split],
+    def run_split(rollout, consts, split, key=None, keep_episodes=False, first=None):
+        episodes = data["episodes"][split]
+        if first is not None:
+            episodes = {k: v[:first] for k, v in episodes.items()}
+        ev = arr_eval.evaluate(rollout, data["walkable"][split], consts, episodes,
                                run.key(EVAL) if key is None else key, config.eval.batch_size)
-        return {k: v for k, v in ev.items() if k != "episodes"}
+        return ev if keep_episodes else {k: v for k, v in ev.items() if k != "episodes"}
 
     def baseline_results(split):
         out = {}
         for name, rollout in baselines.items():
-            res = [run_split(rollout, None, split, k)
-                   for k in seed_keys(run.key(EVAL), config.eval.baseline_seeds)]
+            seeds = config.eval.baseline_seeds if name == "random" else 1   # others: no draws
+            res = [run_split(rollout, None, split, k) for k in seed_keys(run.key(EVAL), seeds)]
             out[name] = mean_over_seeds(res, list(res[0]))
         return out
 
@@ -152,35 +171,73 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     train_step = dp.make_train_step(imitation_loss(*models, NUM_TYPES), run.mesh, num_consts=1)
     sample = dp.episode_sampler(ae.turn_examples(data["episodes"][d.train_split]),
                                 config.batch_size, run.mesh)
-    agent = arr_eval.make_task_rollout(arr_eval.agent_factories(*models, NUM_TYPES),
-                                       config.eval.horizon)
+    agent_nav, agent_assem = arr_eval.agent_factories(*models, NUM_TYPES)
+    agent = arr_eval.make_task_rollout((agent_nav, agent_assem), config.eval.horizon,
+                                       config.eval.ctc_rule)
     state, best_params, meta = run.fit(state, run.step_fn(train_step, sample, train_walk),
                                        lambda params: run_split(agent, params, d.dev_split),
                                        hooks=hooks)
-    results.update(best_step=meta["best_step"], last_step=meta["step"])
+    results.update(best_step=meta["best_step"], last_step=meta["step"],
+                   num_params={**{k: num_params(v) for k, v in best_params.items()},
+                               "total": num_params(best_params)})
+    perfect_nav = arr_eval.make_task_rollout((arr_eval.gold_navigation_factory, agent_assem),
+                                             config.eval.horizon, config.eval.ctc_rule)
     for split in splits(d.eval_splits):
         results[split] = {config.model.name: evaluate_best(
                               meta, split, d.dev_split,
                               lambda: run_split(agent, best_params, split)),
                           "episodes": len(data["episodes"][split]["psi0"]),
                           **baseline_results(split)}
+        if config.eval.perfect_navigation:
+            results[split][f"{config.model.name}_perfect_navigation"] = run_split(
+                perfect_nav, best_params, split)
+    if jax.process_index() == 0 and config.eval.num_figures > 0:
+        split = d.dev_split
+        ev = run_split(agent, best_params, split, keep_episodes=True,
+                       first=config.eval.num_figures)
+        figures.plot_trajectories(data["walkable"][split], data["episodes"][split],
+                                  ev["episodes"], os.path.join(workdir, "trajectories.png"),
+                                  f"{config.model.name.upper()}, {split}, best step "
+                                  f"{meta['best_step']}")
     return run.finish(results, format_results(results))
 
 
+def _row(label: str, m: dict, names: Sequence[str], keys: Sequence[str]) -> str:
+    return f"{label:34s} " + " ".join(
+        f"{m[k]:10.4f}" + (f" ({m[k + '_std']:.4f})" if k + "_std" in m else "")
+        for n, k in zip(names, keys))
+
+
 def format_results(results: dict) -> str:
+    """The printed tables: every split's agents under the run's CTC rule (and the other rule
+    where it differs), the trained agent per turn (the paper's Table 5), parameter counts."""
     names = arr_eval.METRICS
+    rule = results["config"]["eval"]["ctc_rule"]
+    other = next(r for r in arramon_metrics.CTC_RULES if r != rule)
     head = f"best step {results['best_step']}; " if "best_step" in results else ""
-    lines = [f"ArraMon ({results['agent']}, {head}overall = mean of the two turns; std over "
-             "seeds in brackets):",
-             f"{'split':18s} {'agent':18s} " + " ".join(f"{n:>10s}" for n in names)]
+    lines = [f"ArraMon ({results['agent']}, {head}CTC rule {rule!r}; overall = mean of the two "
+             "turns; std over seeds in brackets):",
+             f"{'split / agent (rule)':34s} " + " ".join(f"{n:>10s}" for n in names)]
     for split, res in results.items():
-        if isinstance(res, dict) and "episodes" in res:
-            for agent, m in res.items():
-                if agent != "episodes":
-                    lines.append(f"{split:18s} {agent:18s} " + " ".join(
-                        f"{m[n]:10.4f}" + (f" ({m[n + '_std']:.4f})" if n + "_std" in m else "")
-                        for n in names))
+        if not (isinstance(res, dict) and "episodes" in res):
+            continue
+        for agent, m in res.items():
+            if agent == "episodes":
+                continue
+            lines.append(_row(f"{split} {agent} ({rule})", m, names, names))
+            alt = [f"{n}_{other}" if n in arr_eval.RULE_METRICS else n for n in names]
+            if any(m[a] != m[n] for a, n in zip(alt, names)):
+                lines.append(_row(f"{split} {agent} ({other})", m, names, alt))
+        agent = results["agent"]
+        if agent in res:
+            for t in range(2):
+                lines.append(_row(f"{split} {agent} turn {t + 1} ({rule})", res[agent], names,
+                                  [f"{n}_{t}" for n in names]))
     if "best_step" not in results:
-        lines.append(f"{'paper':18s} {'random walk':18s} " + " ".join(
+        lines.append(f"{'paper: random walk (distance)':34s} " + " ".join(
             f"{PAPER_RANDOM[n]:10.4f}" if n in PAPER_RANDOM else " " * 10 for n in names))
+    if "num_params" in results:
+        p = results["num_params"]
+        lines.append(f"trainable parameters: {p['total']:,} (navigation {p['navi']:,}, "
+                     f"assembly {p['assem']:,})")
     return "\n".join(lines)

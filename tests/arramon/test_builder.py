@@ -69,16 +69,23 @@ def test_english_from_the_real_val_seen(tmp_path, val_seen):
     manual = tmp_path / "manual"
     manual.mkdir()
     os.symlink(shared_path("arramon", "val_seen.json"), manual / "val_seen.json")
-    write_json(manual / "val_unseen.json", val_seen[:3])
+    # The official val_unseen carries neither `code` nor `filename`: such a file beside val_seen
+    # builds, and both splits load.
+    unseen = [{k: v for k, v in inst.items() if k not in ("code", "filename")}
+              for inst in val_seen[:3]]
+    write_json(manual / "val_unseen.json", unseen)
     got = arramon_data.load_split_records("english", ["val_seen", "val_unseen"],
                                           tfds_dir=str(tmp_path / "data"),
                                           manual_dir=str(manual))
-    assert got["val_seen"] == val_seen and got["val_unseen"] == val_seen[:3]
+    assert got["val_seen"] == val_seen and got["val_unseen"] == unseen
+    source = tfds.builder("arramon/english", data_dir=str(tmp_path / "data")).as_data_source()
+    rows = source["val_unseen"].__getitems__([0, 1, 2])
+    assert sorted(row["code"].decode() for row in rows) == ["", "", ""]
     # prepared: the manual files are not read again
     os.rename(manual, tmp_path / "gone")
     again = arramon_data.load_split_records("english", ["val_unseen"],
                                             tfds_dir=str(tmp_path / "data"))
-    assert again["val_unseen"] == val_seen[:3]
+    assert again["val_unseen"] == unseen
     with pytest.raises(ValueError, match=r"arramon/english has no split\(s\) \['train'\]; it "
                                          r"has \['val_seen', 'val_unseen'\]"):
         arramon_data.load_split_records("english", ["train"], tfds_dir=str(tmp_path / "data"))
@@ -86,13 +93,17 @@ def test_english_from_the_real_val_seen(tmp_path, val_seen):
         arramon_data.load_split_records("french", ["train"], tfds_dir=str(tmp_path / "data"))
 
 
-def test_example_keys_are_unique(val_seen):
+def test_example_keys_are_unique_and_need_no_code(val_seen):
     keys = ab.example_keys(val_seen)
     assert len(set(keys)) == len(val_seen) == 1065
     codes = [inst["code"] for inst in val_seen]
-    assert len(set(codes)) < len(codes)   # the release repeats codes
-    for i, (key, code) in enumerate(zip(keys, codes)):
-        assert key == (code if codes.count(code) == 1 else f"{code}_{i}")
+    assert len(set(codes)) < len(codes)   # the release repeats codes: keys do not use them
+    assert keys == [f"{inst['mapId']}_{i}" for i, inst in enumerate(val_seen)]
+    bare = [{k: v for k, v in inst.items() if k not in ("code", "filename")}
+            for inst in val_seen[:2] * 2]                  # even a repeated mapId
+    assert ab.example_keys(bare) == [f"{bare[i]['mapId']}_{i}" for i in range(4)]
+    assert len(set(ab.example_keys(bare))) == 4
+    assert ab.to_example(bare[0], 0)["code"] == ""
 
 
 def test_hindi_config(tmp_path, val_seen):

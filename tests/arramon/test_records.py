@@ -149,10 +149,10 @@ def test_unreadable_files(tmp_path, val_seen):
     path.write_text(json.dumps({"code": "X"}))
     with pytest.raises(ar.ArramonFormatError, match="expected a JSON list of instances"):
         ar.read_arramon(str(path))
-    no_code = {k: v for k, v in val_seen[0].items() if k != "code"}
-    path.write_text(json.dumps([val_seen[0], no_code, 7]))
-    with pytest.raises(ar.ArramonFormatError, match=r"train.json: instance 1: missing field "
-                                                    r"'code'"):
+    no_map = {k: v for k, v in val_seen[0].items() if k != "mapId"}
+    path.write_text(json.dumps([val_seen[0], no_map, 7]))
+    with pytest.raises(ar.ArramonFormatError, match=r"train.json: instance 1 \(code '3KADWF'\): "
+                                                    r"missing field 'mapId'"):
         ar.read_arramon(str(path))
     path.write_text(json.dumps([val_seen[0], 7]))
     with pytest.raises(ar.ArramonFormatError, match=r"instance 1: expected a JSON object"):
@@ -194,3 +194,23 @@ def test_world_is_validated_when_present():
     world = inst["world"]
     assert ar.walkable(world, 1.5, 1.5) and not ar.walkable(world, 5.0, 5.0)
     assert not ar.walkable(world, -0.1, 1.5)
+
+
+def test_code_and_filename_are_optional_but_checked_when_present(tmp_path, val_seen):
+    # The official val_unseen has neither field on its instances.
+    bare = {k: v for k, v in val_seen[0].items() if k not in ("code", "filename")}
+    only_code = {k: v for k, v in val_seen[1].items() if k != "filename"}
+    path = tmp_path / "val_unseen.json"
+    path.write_text(json.dumps([bare, only_code]))
+    assert ar.read_arramon(str(path)) == [bare, only_code]
+    no_code = copy.deepcopy(bare)
+    no_code["gt_objects"][0] = "Dotted Pink Ball"
+    path.write_text(json.dumps([bare, no_code]))
+    with pytest.raises(ar.ArramonFormatError, match=r"val_unseen.json: instance 1: field "
+                                                    r"'gt_objects\[0\]'"):
+        ar.read_arramon(str(path))
+    for key, value in (("code", ""), ("filename", 7)):
+        path.write_text(json.dumps([dict(bare, **{key: value})]))
+        with pytest.raises(ar.ArramonFormatError, match=f"field '{key}' is not a non-empty "
+                                                        "string"):
+            ar.read_arramon(str(path))

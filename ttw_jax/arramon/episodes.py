@@ -47,7 +47,8 @@ def start_heading(rec: dict) -> float:
                 (x0, _, z0), (x1, _, z1) = path[0], path[1]
                 return math.atan2(x1 - x0, z1 - z0) - math.radians(30 * net)
             net += {env.LEFT: -1, env.RIGHT: 1}.get(a, 0)
-    raise ValueError(f"instance {rec.get('code')!r} never moves forward: no start heading")
+    raise ValueError(f"instance (mapId {rec.get('mapId')!r}) never moves forward: no start "
+                     "heading")
 
 
 def turn_headings(rec: dict) -> tuple[int, int]:
@@ -114,14 +115,14 @@ def episodes(records: Sequence[dict], vocab: Vocabulary, max_tokens: int = 100,
     out["map_index"] = np.asarray(map_index if map_index is not None else np.zeros(n), np.int32)
 
     objs, masks, attrs = [], [], []
-    for r in records:
+    for i, r in enumerate(records):
         world = r.get("world")
         listed = (world["objects"] if world is not None else
                   [{"name": nm, "pos": p} for nm, p in zip(r["gt_objects"],
                                                            r["gt_objects_pos"]["navi_obj_pos_gt"])])
         if len(listed) > max_objects:
-            raise ValueError(f"instance {r['code']!r} has {len(listed)} objects; raise "
-                             f"max_objects ({max_objects})")
+            raise ValueError(f"instance {i} (mapId {r['mapId']}) has {len(listed)} objects; "
+                             f"raise max_objects ({max_objects})")
         objs.append(np.array([o["pos"] for o in listed], np.float32))
         attrs.append(np.array([object_attributes(o["name"]) for o in listed], np.int32))
         masks.append(np.ones(len(listed), bool))

@@ -3,7 +3,15 @@
 Turn 2 navigation starts where the agent's own turn 1 ended (position and heading), without the
 object it picked; turn 2 assembly starts from the grid as the agent left it. Each phase runs to
 its step limit (150) with the paper's fallbacks. Metrics per turn and overall (the mean of the
-two turns): navigation nDTW and CTC-0/3/5/7, assembly nDTW, rPOD and PTC.
+two turns, as the official `main.py` and the paper's Table 5): navigation nDTW and CTC-0/3/5/7,
+assembly nDTW, rPOD and PTC, under both CTC rules of `metrics` (the names in METRICS hold the
+chosen rule's values, `{metric}_{rule}` both).
+
+Policies per phase come from factories: the trained modules (`agent_factories`), the random walk
+(`random_factories`), the ground truth's actions (`gold_navigation_factory`,
+`gold_assembly_factory`). The shortest-path row of the paper's Table 2 is the ground truth in
+both phases (its paths are A* shortest paths, App. B); its Table 6, assembly after perfect
+navigation, is the ground truth's navigation followed by the agent's assembly.
 """
 from __future__ import annotations
 
@@ -15,13 +23,15 @@ from ttw_jax.arramon import env, metrics as am
 from ttw_jax.arramon.episodes import assembly_start, navigation_start
 from ttw_jax.arramon.model import PhaseAgent, assembly_policy, navigation_policy
 from ttw_jax.core.chunks import map_in_chunks
-from ttw_jax.core.env import PolicyFactory, batched, rollout
+from ttw_jax.core.env import PolicyFactory, batched, compact_path, replay_policy, rollout
 
 EPISODE_KEYS = ("start", "psi0", "turn_heading", "map_index", "objects", "object_attrs",
                 "object_mask", "heights", "grid_attrs", "navi_path", "navi_path_len",
                 "assem_path", "assem_path_len", "target_pos", "assem_target", "navi_tokens",
-                "navi_token_len", "assem_tokens", "assem_token_len")
+                "navi_token_len", "assem_tokens", "assem_token_len", "navi_actions",
+                "assem_actions")
 METRICS = ("navi_ndtw", "ctc0", "ctc3", "ctc5", "ctc7", "assem_ndtw", "rpod", "ptc")
+RULE_METRICS = ("ctc0", "ctc3", "ctc5", "ctc7", "rpod", "ptc")     # depend on the CTC rule
 
 
 def random_factories() -> tuple[PolicyFactory, PolicyFactory]:
@@ -29,6 +39,16 @@ def random_factories() -> tuple[PolicyFactory, PolicyFactory]:
     def factory(params, consts, batch):
         return env.random_policy, None
     return factory, factory
+
+
+def gold_navigation_factory(params, consts, batch):
+    """The ground truth's navigation actions (padded with PICK), replayed."""
+    return replay_policy, batch["navi_actions"]
+
+
+def gold_assembly_factory(params, consts, batch):
+    """The ground truth's assembly actions (padded with PLACE), replayed."""
+    return replay_policy, batch["assem_actions"]
 
 
 def agent_factories(nav_model: PhaseAgent, assem_model: PhaseAgent,
@@ -51,14 +71,15 @@ def _phase(step, finish, params, start, factory: PolicyFactory, consts, batch: d
 
 
 def make_task_rollout(factories: tuple[PolicyFactory, PolicyFactory],
-                      horizon: int = env.STEP_LIMIT, strict: bool = True):
-    """Jitted run(walkable, consts, batch, rng) -> {f"{metric}_{turn}": [B]} for both turns of a
+                      horizon: int = env.STEP_LIMIT, rule: str = "distance"):
+    """Jitted run(walkable, consts, batch, rng) -> {f"{name}_{turn}": [B]} for both turns of a
     batch of instances (keys EPISODE_KEYS of `episodes.episodes`). The (navigation, assembly)
     policy factories get the phase's params (the walkable map, `env.ASSEMBLY`), `consts` and
-    each turn's batch: the keys of `episodes.turn_examples` without actions, plus `turn` [B].
-    `strict=False` lets
-    the fallback's pick-ups score CTC-k by distance (see `metrics.ctc`); the object then
-    also counts as collected for rPOD / PTC when within 3 units."""
+    each turn's batch: the keys of `episodes.turn_examples`, plus `turn` [B]. Names: METRICS
+    (under `rule`), `{m}_{rule}` for m in RULE_METRICS and both rules, `navi_steps`, and for
+    figures the agent's paths `navi_xz` [B, horizon + 1, 2] / `navi_xz_len` [B] (world (x, z)),
+    `assem_cell` [B, horizon + 1, 2] / `assem_cell_len` (grid (gx, gz)) and `placed` [B, 3]."""
+    am.check_rule(rule)
     nav_factory, assem_factory = factories
 
     @jax.jit
@@ -73,17 +94,16 @@ def make_task_rollout(factories: tuple[PolicyFactory, PolicyFactory],
                                           "object_mask")}
             turn.update(start=start, heading=heading, present=present, heights=heights,
                         grid_attrs=grid_attrs, turn=jnp.full(start.shape[:1], t, jnp.int32))
-            for key in ("navi_tokens", "navi_token_len", "assem_tokens", "assem_token_len"):
+            for key in ("navi_tokens", "navi_token_len", "assem_tokens", "assem_token_len",
+                        "navi_actions", "assem_actions"):
                 turn[key] = batch[key][:, t]
             final, traj = _phase(env.step_navigation, env.finish_navigation, walkable,
                                  navigation_start(walkable, turn), nav_factory, consts, turn,
                                  k_nav, horizon)
             path, path_len = env.path_of(traj, final)
+            out[f"navi_xz_{t}"], out[f"navi_xz_len_{t}"] = path, path_len
             out[f"navi_ndtw_{t}"] = am.ndtw(path, path_len, batch["navi_path"][:, t],
                                             batch["navi_path_len"][:, t])
-            ctc = am.ctc(final.position, batch["target_pos"][:, t], final.picked == t,
-                         final.auto, strict=strict)
-            out.update({f"{k}_{t}": v for k, v in ctc.items()})
             out[f"navi_steps_{t}"] = final.num_steps
 
             placed, traj = _phase(env.step_assembly, env.finish_assembly, env.ASSEMBLY,
@@ -92,9 +112,17 @@ def make_task_rollout(factories: tuple[PolicyFactory, PolicyFactory],
             path, path_len = env.path_of(traj, placed)
             out[f"assem_ndtw_{t}"] = am.ndtw(path, path_len, batch["assem_path"][:, t],
                                              batch["assem_path_len"][:, t])
-            collected = jnp.maximum(ctc["ctc0"], ctc["ctc3"])
-            out.update({f"{k}_{t}": v for k, v in am.placement(
-                placed.placed, batch["assem_target"][:, t], collected, placed.auto).items()})
+            cells, cells_len = compact_path(traj.state.cell, placed.cell)
+            out[f"assem_cell_{t}"], out[f"assem_cell_len_{t}"] = cells, cells_len
+            out[f"placed_{t}"] = placed.placed
+            for r in am.CTC_RULES:
+                ctc = am.ctc(final.position, batch["target_pos"][:, t], final.picked == t,
+                             final.auto, rule=r)
+                ctc.update(am.placement(placed.placed, batch["assem_target"][:, t],
+                                        am.collected(ctc, r), placed.auto, r))
+                out.update({f"{k}_{r}_{t}": v for k, v in ctc.items()})
+                if r == rule:
+                    out.update({f"{k}_{t}": v for k, v in ctc.items()})
             # Cascade: the next turn starts from what this turn did.
             start, heading, present = final.position, final.heading, final.present
             heights = placed.heights
@@ -113,7 +141,9 @@ def evaluate(run, walkable: env.Walkable, consts, episodes: dict, rng: jax.Array
     per = map_in_chunks(lambda batch, key: run(walkable, consts, batch, key), episodes,
                         EPISODE_KEYS, batch_size, rng)
     res: dict = {"episodes": per}
-    for m in METRICS + ("navi_steps",):
+    names = METRICS + ("navi_steps",) + tuple(f"{m}_{r}" for m in RULE_METRICS
+                                             for r in am.CTC_RULES)
+    for m in names:
         turns = [float(np.mean(per[f"{m}_{t}"])) for t in range(2)]
         res.update({f"{m}_{t}": v for t, v in enumerate(turns)})
         res[m] = float(np.mean(turns))

@@ -24,7 +24,7 @@ def _imitation(logits: jax.Array, gold: jax.Array, length: jax.Array):
 
 
 def imitation_loss(nav_model: PhaseAgent, assem_model: PhaseAgent, num_types: int):
-    """loss_fn(params, batch, rng, walkable) -> (navigation CE + assembly CE, metrics);
+    """loss_fn(params, batch, rng, walkable) -> (mean of navigation and assembly CE, metrics);
     params = {"navi": ..., "assem": ...}. The gold actions drive the simulator inside
     `lax.scan` while each module predicts them from the views the simulator produces; the
     horizon of each phase is the batch's padded action length."""
@@ -43,7 +43,7 @@ def imitation_loss(nav_model: PhaseAgent, assem_model: PhaseAgent, num_types: in
         nav_ce, nav_acc = _imitation(nav.output, batch["navi_actions"], batch["navi_len"])
         assem_ce, assem_acc = _imitation(assem.output, batch["assem_actions"],
                                          batch["assem_len"])
-        loss = nav_ce + assem_ce
+        loss = (nav_ce + assem_ce) / 2      # the average of the two modules' losses (App. E.2)
         return loss, {"loss": loss, "navi_ce": nav_ce, "assem_ce": assem_ce,
                       "navi_accuracy": nav_acc, "assem_accuracy": assem_acc}
     return loss_fn

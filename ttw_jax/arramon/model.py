@@ -1,20 +1,25 @@
-"""The ArraMon vision-and-language baseline (Kim et al. 2020, section 6 and App. D) and its
-vision-only / language-only ablations.
+"""The ArraMon vision-and-language baseline (Kim et al. 2020, section 6 and App. D, equations 1-14)
+and its vision-only / language-only ablations.
 
-One `PhaseAgent` per phase (navigation and assembly keep separate parameters):
-- Instruction: 300-d word embeddings and an LSTM (hidden 128) give word states U [B, L, 128].
+One `PhaseAgent` per phase (navigation and assembly keep separate parameters); per step t:
+- Words: 300-d embeddings and an LSTM (hidden 128): L [B, l, 128] (eqs. 1-2).
 - Vision: each entity of the egocentric view (`ttw_jax.arramon.views`) is the sum of its
   pattern / colour / type embeddings and a projection of its geometry; a learned null entity is
-  always present, so an empty view is still attendable. V [B, M + 1, 128].
-- BiDAF (Seo et al. 2017) between V (context) and U (query): similarity
-  S[m, l] = w . [v_m; u_l; v_m * u_l]; vision-to-language attention gives u~_m, language-to-vision
-  attention (softmax over m of max_l S) gives h~; G_m = ReLU(W [v_m; u~_m; v_m * u~_m; v_m * h~]).
-- Action LSTM (hidden 128) fed the previous action's 64-d embedding and the general attention
-  (score g_m^T W h_{t-1}) of its state over G; logits = linear([h_t; context]).
-- `kind`: 'vl' (the above), 'lo' (attention over U only), 'vo' (attention over V only).
-Dropout 0.3 on embeddings and the attended context while training. `step` runs once per
-simulator step, so the agent lives inside the simulator's `lax.scan`: `navigation_policy` /
-`assembly_policy` are the policies (`ttw_jax.core.env`) that run it in each phase's environment.
+  always present, so an empty view is still attendable: V_t [B, M + 1, 128]. (The paper projects
+  a ResNet's 7 x 7 x 2048 feature map; the simulator here renders no images.)
+- Action state: h_t = LSTM(Emb_A(a_{t-1}), h_{t-1}), 64-d action embeddings (eq. 3).
+- Cross-Attn (eqs. 4, 7-11, BiDAF): S_ij = W_s^T (V_i * L_j) (+ a bias, as the official
+  `attention_cross`); V-bar = softmax_i(S)^T V, L-hat = W_L^T [L; V-bar; L * V-bar];
+  L-bar = softmax_j(S) L, V-hat = W_V^T [V; L-bar; V * L-bar].
+- Attn (eqs. 5, 12-14): v_t = softmax(V-hat h_t)^T V-hat and l_t = softmax(L-hat h_t)^T L-hat.
+- logits = Linear([v_t; l_t; h_t]) (eq. 6 writes Linear(v_t, l_t); the official decoder also
+  feeds h_t; `logits_from_state=False` gives eq. 6 as written).
+- `kind`: 'vl' (the above), 'vo' / 'lo' the same without Cross-Attn (section 6): v_t = Attn(h_t,
+  V_t) or l_t = Attn(h_t, L) alone; 'vo' has no instruction encoder, 'lo' no vision encoder.
+Dropout 0.3 on the word, entity and action embeddings and on the logits' input while training.
+`step` runs once per simulator step, so the agent lives inside the simulator's `lax.scan`:
+`navigation_policy` / `assembly_policy` are the policies (`ttw_jax.core.env`) that run it in
+each phase's environment.
 """
 from __future__ import annotations
 
@@ -32,9 +37,33 @@ START = NUM_ACTIONS          # previous-action id at t = 0
 KINDS = ("vl", "vo", "lo")
 
 
-def _masked_softmax(scores: jax.Array, mask: jax.Array) -> jax.Array:
+def _masked_softmax(scores: jax.Array, mask: jax.Array, axis: int = -1) -> jax.Array:
     scores = jnp.where(mask, scores, -1e9)
-    return jax.nn.softmax(scores, -1) * mask
+    return jax.nn.softmax(scores, axis) * mask
+
+
+def attend(h: jax.Array, x: jax.Array, mask: jax.Array) -> jax.Array:
+    """General attention (eqs. 12-14): [B, d] summary of x [B, N, d] (mask [B, N]) with scores
+    x_i . h for h [B, d]."""
+    alpha = _masked_softmax(jnp.einsum("bnd,bd->bn", x, h), mask)
+    return jnp.einsum("bn,bnd->bd", alpha, x)
+
+
+class CrossAttention(nn.Module):
+    """BiDAF between entities V [B, M, d] and words L [B, l, d] (eqs. 7-11): (V-hat, L-hat)."""
+    hidden: int
+
+    @nn.compact
+    def __call__(self, v, vmask, u, umask):
+        s = nn.Dense(1, name="similarity")(v[:, :, None, :] * u[:, None, :, :])[..., 0]  # [B,M,l]
+        pair = vmask[:, :, None] & umask[:, None, :]
+        v_bar = jnp.einsum("bml,bmd->bld", _masked_softmax(s, pair, axis=1), v)       # [B, l, d]
+        l_hat = nn.Dense(self.hidden, name="fuse_words")(
+            jnp.concatenate([u, v_bar, u * v_bar], -1))
+        l_bar = jnp.einsum("bml,bld->bmd", _masked_softmax(s, pair, axis=2), u)       # [B, M, d]
+        v_hat = nn.Dense(self.hidden, name="fuse_entities")(
+            jnp.concatenate([v, l_bar, v * l_bar], -1))
+        return v_hat, l_hat
 
 
 class PhaseAgent(nn.Module):
@@ -45,25 +74,37 @@ class PhaseAgent(nn.Module):
     action_dim: int = 64
     hidden: int = 128
     dropout: float = 0.3
+    logits_from_state: bool = True         # official decoder: Linear([v_t; l_t; h_t])
+
+    @property
+    def uses_words(self) -> bool:
+        return self.kind != "vo"
+
+    @property
+    def uses_vision(self) -> bool:
+        return self.kind != "lo"
 
     def setup(self):
         if self.kind not in KINDS:
             raise ValueError(f"unknown agent kind {self.kind!r}; choose from {KINDS}")
-        self.words = nn.Embed(self.vocab_size, self.embed_dim)
-        self.encoder = nn.RNN(nn.OptimizedLSTMCell(self.hidden))
-        self.attr_embeds = [nn.Embed(n, self.hidden) for n in self.num_attrs]
-        self.geo = nn.Dense(self.hidden)
-        self.null = self.param("null", nn.initializers.normal(0.1), (self.hidden,))
-        self.sim_w = self.param("sim_w", nn.initializers.normal(0.1), (3, self.hidden))
-        self.fuse = nn.Dense(self.hidden)
-        self.attend = nn.Dense(self.hidden, use_bias=False)
+        if self.uses_words:
+            self.words = nn.Embed(self.vocab_size, self.embed_dim)
+            self.encoder = nn.RNN(nn.OptimizedLSTMCell(self.hidden))
+        if self.uses_vision:
+            self.attr_embeds = [nn.Embed(n, self.hidden) for n in self.num_attrs]
+            self.geo = nn.Dense(self.hidden)
+            self.null = self.param("null", nn.initializers.normal(0.1), (self.hidden,))
+        if self.kind == "vl":
+            self.cross = CrossAttention(self.hidden)
         self.action_embed = nn.Embed(NUM_ACTIONS + 1, self.action_dim)
         self.cell = nn.OptimizedLSTMCell(self.hidden)
         self.head = nn.Dense(NUM_ACTIONS)
         self.drop = nn.Dropout(self.dropout)
 
     def encode(self, tokens: jax.Array, lengths: jax.Array, train: bool = False):
-        """(U [B, L, hidden] word states, mask [B, L])."""
+        """(L [B, l, hidden] word states, mask [B, l]); (None, None) for 'vo'."""
+        if not self.uses_words:
+            return None, None
         mask = jnp.arange(tokens.shape[1])[None] < lengths[:, None]
         emb = self.drop(self.words(tokens), deterministic=not train)
         return self.encoder(emb, seq_lengths=lengths), mask
@@ -78,36 +119,27 @@ class PhaseAgent(nn.Module):
         mask = jnp.concatenate([jnp.ones((v.shape[0], 1), bool), visible], 1)
         return jnp.concatenate([null, v], 1), mask
 
-    def bidaf(self, v, vmask, u, umask):
-        """G [B, M, hidden]: language-aware entity features."""
-        w = self.sim_w
-        s = ((v @ w[0])[:, :, None] + (u @ w[1])[:, None, :]
-             + jnp.einsum("bmh,h,blh->bml", v, w[2], u))
-        a = _masked_softmax(s, umask[:, None, :])                       # entity -> words
-        u_att = jnp.einsum("bml,blh->bmh", a, u)
-        best = jnp.max(jnp.where(umask[:, None, :], s, -1e9), -1)
-        b = _masked_softmax(best, vmask)                                  # words -> entities
-        h_att = jnp.einsum("bm,bmh->bh", b, v)[:, None, :]
-        return nn.relu(self.fuse(jnp.concatenate([v, u_att, v * u_att, v * h_att], -1)))
-
     def initial_carry(self, batch_size: int):
         zeros = jnp.zeros((batch_size, self.hidden))
         return zeros, zeros
 
     def step(self, carry, u, umask, attrs, geo, visible, prev_action, train: bool = False):
-        """One decision: returns (carry, logits [B, 4])."""
+        """One decision (eqs. 3-6): returns (carry, logits [B, 4])."""
+        a = self.drop(self.action_embed(prev_action), deterministic=not train)
+        carry, h = self.cell(carry, a)
         if self.kind == "lo":
-            g, gmask = u, umask
+            feats = [attend(h, u, umask)]
         else:
             v, vmask = self.entities(attrs, geo, visible, train)
-            g, gmask = (v, vmask) if self.kind == "vo" else (self.bidaf(v, vmask, u, umask), vmask)
-        h_prev = carry[1]
-        alpha = _masked_softmax(jnp.einsum("bmh,bh->bm", self.attend(g), h_prev), gmask)
-        context = self.drop(jnp.einsum("bm,bmh->bh", alpha, g), deterministic=not train)
-        x = jnp.concatenate([self.action_embed(prev_action), context], -1)
-        carry, h = self.cell(carry, x)
-        return carry, self.head(jnp.concatenate([self.drop(h, deterministic=not train),
-                                                 context], -1))
+            if self.kind == "vo":
+                feats = [attend(h, v, vmask)]
+            else:
+                v_hat, l_hat = self.cross(v, vmask, u, umask)
+                feats = [attend(h, v_hat, vmask), attend(h, l_hat, umask)]
+        if self.logits_from_state:
+            feats.append(h)
+        x = self.drop(jnp.concatenate(feats, -1), deterministic=not train)
+        return carry, self.head(x)
 
     def __call__(self, tokens, lengths, attrs, geo, visible, prev_actions, train: bool = False):
         """Teacher-forced logits [B, T, 4] for views [B, T, M, ...] (used to initialise)."""
@@ -121,18 +153,24 @@ class PhaseAgent(nn.Module):
         return jnp.stack(outs, 1)
 
 
+def num_params(params) -> int:
+    """Number of trainable parameters in a parameter tree."""
+    return sum(int(x.size) for x in jax.tree.leaves(params))
+
+
 def encode_words(model: PhaseAgent, params, tokens: jax.Array, token_len: jax.Array,
                  key: jax.Array | None = None):
-    """(U, mask) of the instruction; dropout is on when `key` is given (training)."""
+    """(L, mask) of the instruction ((None, None) for 'vo', which reads none); dropout is on
+    when `key` is given (training)."""
     return model.apply(params, tokens, token_len, key is not None, method=PhaseAgent.encode,
                        rngs=None if key is None else {"dropout": key})
 
 
-def phase_policy(model: PhaseAgent, params, words, view: Callable,
+def phase_policy(model: PhaseAgent, params, words, view: Callable, batch_size: int,
                  gold: jax.Array | None = None, greedy: bool = True, train: bool = False):
     """A simulator policy driven by `model` (the policy of `ttw_jax.core.env`).
 
-    words: (U, mask) from `encode_words`; `view(state)` gives the (attrs, geo, visible) the agent
+    words: (L, mask) from `encode_words` ((None, None) for 'vo'); `view(state)` gives the (attrs, geo, visible) the agent
     sees in the batched `state`. Returns (policy, initial carry). With `gold` [B, T] the
     demonstrated action is executed (teacher forcing); otherwise the argmax (greedy) or a sample.
     The policy's output is the logits [B, 4]; with `train`, dropout draws from the step's key.
@@ -149,8 +187,8 @@ def phase_policy(model: PhaseAgent, params, words, view: Callable,
         action = choose_action(logits, t, k_act, gold, greedy)
         return (lstm, action), action, logits
 
-    zeros = jnp.zeros((u.shape[0], model.hidden), jnp.float32)
-    return policy, ((zeros, zeros), jnp.full((u.shape[0],), START, jnp.int32))
+    zeros = jnp.zeros((batch_size, model.hidden), jnp.float32)
+    return policy, ((zeros, zeros), jnp.full((batch_size,), START, jnp.int32))
 
 
 def navigation_policy(model: PhaseAgent, params, batch: dict, gold: jax.Array | None = None,
@@ -163,7 +201,7 @@ def navigation_policy(model: PhaseAgent, params, batch: dict, gold: jax.Array | 
     view = jax.vmap(navigation_view)
     return phase_policy(model, params, words,
                         lambda s: view(s, batch["object_attrs"], batch["object_mask"]),
-                        gold=gold, train=dropout_key is not None)
+                        batch["navi_tokens"].shape[0], gold=gold, train=dropout_key is not None)
 
 
 def assembly_policy(model: PhaseAgent, params, batch: dict, num_types: int,
@@ -173,4 +211,4 @@ def assembly_policy(model: PhaseAgent, params, batch: dict, num_types: int,
                          dropout_key)
     view = jax.vmap(assembly_view, in_axes=(0, 0, None))
     return phase_policy(model, params, words, lambda s: view(s, batch["grid_attrs"], num_types),
-                        gold=gold, train=dropout_key is not None)
+                        batch["assem_tokens"].shape[0], gold=gold, train=dropout_key is not None)

@@ -5,9 +5,10 @@ A file (`train.json`, `val_seen.json`, ...; github.com/hyounghk/ArraMon, `data/`
 object) followed by an assembly phase (place it on a 5 x 4 grid). Fields (every list of turns has
 exactly 2 entries, turn t = 0, 1):
 
-    code: str                       an identifier (5-6 upper-case characters; not unique in a file)
-    mapId: int                      the city map
-    filename: str                   the annotation's source file
+    mapId: int                      the instance's map (object layout); unique within val_seen
+    code: str (optional)            an identifier (5-6 upper-case characters; not unique in a
+                                    file); val_seen has it, the official val_unseen does not
+    filename: str (optional)        the annotation's source file (val_seen only, like `code`)
     gt_objects: [str, str]          the target of each turn, "Pattern Colour Type" (title case,
                                     e.g. "Dotted Yellow Hourglass", "Striped Green Tv")
     gt_objects_pos:
@@ -41,9 +42,11 @@ Optional `world` (written only by `ttw_jax.arramon.synthetic`; validated when pr
                                                      assembly grid (distinct cells/levels; a level
                                                      2 object stands on a level 1 one)
 
-`read_arramon` returns the instances unchanged (plain Python types) after validating each with
-`validate_instance`; an error raises `ArramonFormatError` naming the file, the instance index (and
-its code when it has one) and the field, e.g.
+Every instance is identified by its position in its file (and its `mapId`), never by `code`,
+which not every official split carries. `read_arramon` returns the instances unchanged (plain
+Python types) after validating each with `validate_instance`; an error raises
+`ArramonFormatError` naming the file, the instance index (and its code when it has one) and the
+field, e.g.
 `val_seen.json: instance 3 (code 'THNOR'): field 'gt_actions.navi_action_gt[1][5]' is not one of
 ('f', 'l', 'r', 'P'): 'x'`.
 
@@ -82,13 +85,14 @@ TURN_FIELDS = (("gt_objects_pos", "navi_obj_pos_gt"), ("gt_objects_pos", "assem_
                ("gt_actions", "navi_action_gt"), ("gt_actions", "assem_action_gt"),
                ("gt_actionIDs", "navi_actionIDs_gt"), ("gt_actionIDs", "assem_actionIDs_gt"),
                ("instructions", "navi_inst_gt"), ("instructions", "assem_inst_gt"))
-REQUIRED = ("code", "mapId", "filename", "gt_objects") + tuple(dict.fromkeys(
+REQUIRED = ("mapId", "gt_objects") + tuple(dict.fromkeys(
     g for g, _ in TURN_FIELDS))
 # phase -> (path field, actions field, action-ids field)
 PHASES = {"navi": ("gt_paths.navi_path_gt", "gt_actions.navi_action_gt",
                    "gt_actionIDs.navi_actionIDs_gt"),
           "assem": ("gt_paths.assem_path_gt", "gt_actions.assem_action_gt",
                     "gt_actionIDs.assem_actionIDs_gt")}
+OPTIONAL_STRINGS = ("code", "filename")          # checked when present
 WORLD_KEYS = ("bounds", "buildings", "objects", "assembly_objects")
 
 
@@ -251,8 +255,9 @@ def validate_instance(inst: Any, where: str) -> Mapping:
     f = Fields(inst, where, ArramonFormatError)
     for key in REQUIRED:
         f.get(key)
-    f.string("code", nonempty=True)
-    f.string("filename", nonempty=True)
+    for key in OPTIONAL_STRINGS:
+        if key in inst:
+            f.string(key, nonempty=True)
     f.int("mapId")
     names = f.get("gt_objects", lambda v: isinstance(v, list) and len(v) == NUM_TURNS,
                   f"a list of {NUM_TURNS} object names")

@@ -19,6 +19,7 @@ PLACE = PICK
 NUM_HEADINGS = 12
 TURN = math.pi / 6                 # 30 degrees
 PICK_LATERAL, PICK_FORWARD = 0.5, 3.0
+OBJECT_RADIUS = 0.04               # objects are discs: reachable when they touch the rectangle
 GRID_COLUMNS, GRID_ROWS = 5, 4
 START_CELL = (2, 0)
 # Unit moves (dgx, dgz) along the four grid axes, and the angle of each axis in degrees (measured
@@ -91,7 +92,9 @@ class NavReference:
 
     def in_reach(self, k: int) -> bool:
         lateral, forward = self.relative(k)
-        return self.present[k] and abs(lateral) <= PICK_LATERAL and 0.0 <= forward <= PICK_FORWARD
+        r = OBJECT_RADIUS
+        return (self.present[k] and abs(lateral) <= PICK_LATERAL + r
+                and -r <= forward <= PICK_FORWARD + r)
 
     def _take(self, k: int) -> None:
         self.picked = k

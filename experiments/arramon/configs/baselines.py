@@ -1,8 +1,8 @@
-r"""The random walk on a real ArraMon split, several seeds, beside the paper's row; nothing is
-trained. Uniform over (forward, left, right, pick-up/place) in both phases, the paper's step
-limit (150) per phase, the cascaded two-turn task. CTC-k is reported twice: with the fallback
-rule (`random`: a phase that ends without a pick-up scores 0) and by final distance alone
-(`random_by_distance`), which is how the paper's row comes out (README, "ArraMon").
+r"""The random walk and the shortest path (the ground truth's actions) on a real ArraMon split,
+the walk over several seeds, beside the paper's rows; nothing is trained. The walk is uniform
+over (forward, left, right, pick-up/place) in both phases, the paper's step limit (150) per phase,
+the cascaded two-turn task. Every metric comes under both CTC rules (`eval.ctc_rule`, default
+the paper's distance rule; `{metric}_strict` / `{metric}_distance`, README "ArraMon").
 
   python -m experiments.arramon.main --config=experiments/arramon/configs/baselines.py \
       --config.data.manual_dir=../shared/data/arramon --workdir=/tmp/arramon_random
@@ -18,6 +18,6 @@ def get_config():
     c.data.dev_split = "val_seen"
     c.data.eval_splits = "val_seen"
     c.eval.batch_size = 512
-    c.eval.baselines = "random,random_by_distance"
+    c.eval.baselines = "random,shortest_path"
     c.eval.baseline_seeds = 5
     return c

@@ -36,7 +36,7 @@ def get_config():
     c.data.train_split = "train"
     c.data.dev_split = "val_seen"  # early stopping
     c.data.eval_splits = "val_seen,val_unseen"
-    # Real data without a train file: split one split's instances by a stable hash of `code`
+    # Real data without a train file: split one split's instances by a stable hash of `mapId`
     # into partition_train / partition_dev / partition_test with these fractions (train, dev).
     c.data.partition_split = ""
     c.data.partition = (0.7, 0.1)
@@ -48,6 +48,9 @@ def get_config():
     c.eval.mode = "max"
     c.eval.horizon = 150           # step limit per phase at evaluation (paper)
     c.eval.batch_size = 256
-    c.eval.baselines = "random"    # random | random_by_distance (CTC-k by final distance alone)
+    c.eval.ctc_rule = "distance"   # distance (the paper's CTC-k) | strict (own pick-up only)
+    c.eval.baselines = "random"    # random, shortest_path (the ground truth's actions)
     c.eval.baseline_seeds = 1      # mean (and std) over this many seeds
+    c.eval.perfect_navigation = True   # also: assembly after the ground truth's navigation
+    c.eval.num_figures = 4         # dev instances drawn in trajectories.png (0: none)
     return c

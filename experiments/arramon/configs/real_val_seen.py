@@ -1,5 +1,5 @@
 """ArraMon on the real val_seen file alone (no train file is public here): its 1,065 instances
-are split by a stable hash of `code` into partition_train (70%), partition_dev (10%, early
+are split by a stable hash of `mapId` into partition_train (70%), partition_dev (10%, early
 stopping) and partition_test (20%, reported). Language-only by default: the real data hold no
 images, and the simulator's symbolic view would only show the two target objects.
 
