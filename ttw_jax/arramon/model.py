@@ -55,7 +55,10 @@ class CrossAttention(nn.Module):
 
     @nn.compact
     def __call__(self, v, vmask, u, umask):
-        s = nn.Dense(1, name="similarity")(v[:, :, None, :] * u[:, None, :, :])[..., 0]  # [B,M,l]
+        # S_ij = w . (V_i * L_j) + b, without materialising the [B, M, l, d] products.
+        w = self.param("similarity_w", nn.initializers.lecun_normal(), (v.shape[-1], 1))[:, 0]
+        b = self.param("similarity_b", nn.initializers.zeros, ())
+        s = jnp.einsum("bmd,bld->bml", v * w, u) + b                                    # [B,M,l]
         pair = vmask[:, :, None] & umask[:, None, :]
         v_bar = jnp.einsum("bml,bmd->bld", _masked_softmax(s, pair, axis=1), v)       # [B, l, d]
         l_hat = nn.Dense(self.hidden, name="fuse_words")(
