@@ -52,14 +52,16 @@ def test_partition_is_stable_disjoint_and_keeps_a_map_together():
 def test_trained_agent_beats_the_random_walk(tfds_dir, tmp_path):
     c = ARRAMON.config(tfds_dir, num_steps=100, eval_every=100, model__embed_dim=32,
                        model__hidden=64, model__action_dim=16, model__dropout=0.0,
-                       optim__learning_rate=1e-2, eval__perfect_navigation=True)
+                       optim__learning_rate=1e-2, eval__perfect_navigation=True,
+                       eval__num_figures=0)
     res = train.train_and_evaluate(c, str(tmp_path))
     ours, rnd = res["val_unseen"]["vl"], res["val_unseen"]["random"]
     assert ours["navi_ndtw"] > rnd["navi_ndtw"] + 0.05
     assert ours["ctc3"] > rnd["ctc3"] + 0.03
     # Table 6: after the ground truth's navigation, the same agent assembles better.
     perfect = res["val_unseen"]["vl_perfect_navigation"]
-    assert perfect["ctc0"] == perfect["ctc3"] == perfect["navi_ndtw"] == 1.0
+    assert perfect["ctc0"] == perfect["ctc3"] == 1.0
+    assert perfect["navi_ndtw"] == pytest.approx(1.0, abs=1e-5)
     assert perfect["rpod"] > ours["rpod"] and perfect["ptc"] >= ours["ptc"]
 
 
