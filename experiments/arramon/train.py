@@ -94,7 +94,7 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
 def build_models(config: ml_collections.ConfigDict, vocab_size: int):
     m = config.model
     make = lambda: PhaseAgent(vocab_size, NUM_ATTRS, m.name, m.embed_dim, m.action_dim, m.hidden,
-                              m.dropout)
+                              m.dropout, m.logits_from_state)
     return make(), make()
 
 

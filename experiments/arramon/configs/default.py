@@ -20,6 +20,7 @@ def get_config():
     c.model.action_dim = 64        # paper: 64-d action embeddings
     c.model.hidden = 128           # paper: LSTM hidden 128
     c.model.dropout = 0.3
+    c.model.logits_from_state = True   # official decoder: Linear([v; l; h]); False: eq. 6
 
     c.batch_size = 32
     c.optim = optim_config(learning_rate=1e-3, grad_clip=5.0)   # Adam (paper)
