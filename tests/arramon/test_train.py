@@ -33,6 +33,39 @@ class TestTrainer(TrainerContract):
         p = res["num_params"]
         assert p["total"] == p["navi"] + p["assem"] and p["navi"] == p["assem"] > 0
 
+    def test_trained_agent_beats_the_random_walk(self, tfds_dir, tmp_path):
+        # The contract's config trained longer: after the contract's run (this class runs on one
+        # worker, in order) its programs come from the compilation cache.
+        c = ARRAMON.config(tfds_dir, num_steps=100, eval_every=100,
+                           eval__perfect_navigation=True, eval__num_figures=0)
+        res = train.train_and_evaluate(c, str(tmp_path))
+        ours, rnd = res["val_unseen"]["vl"], res["val_unseen"]["random"]
+        assert ours["navi_ndtw"] > rnd["navi_ndtw"] + 0.05
+        assert ours["ctc3"] > rnd["ctc3"] + 0.03
+        # Table 6: after the ground truth's navigation, the same agent assembles better.
+        perfect = res["val_unseen"]["vl_perfect_navigation"]
+        assert perfect["ctc0"] == perfect["ctc3"] == 1.0
+        assert perfect["navi_ndtw"] == pytest.approx(1.0, abs=1e-5)
+        assert perfect["rpod"] > ours["rpod"] and perfect["ptc"] >= ours["ptc"]
+
+    def test_baselines_mode_runs_the_random_walk_and_the_shortest_path(self, tfds_dir, tmp_path):
+        c = ARRAMON.config(tfds_dir, mode="baselines", eval__baselines="random,shortest_path",
+                           eval__baseline_seeds=2)   # horizon 40: the synthetic gold takes <= 33
+        res = train.train_and_evaluate(c, str(tmp_path))
+        assert "best_step" not in res and not (tmp_path / "checkpoints").exists()
+        rnd, gold = res["val_unseen"]["random"], res["val_unseen"]["shortest_path"]
+        assert "ctc3_std" in rnd and "ctc3_std" not in gold           # the replay draws nothing
+        assert rnd["ctc3_strict"] <= rnd["ctc3"] == rnd["ctc3_distance"]
+        # Replaying the ground truth is the paper's S/P row: every metric 1 under both rules.
+        for k in arr_eval.METRICS + tuple(f"{m}_{r}" for m in arr_eval.RULE_METRICS
+                                          for r in ("distance", "strict")):
+            assert gold[k] == pytest.approx(1.0), k
+        with pytest.raises(ValueError, match="baseline 'random_by_distance' was removed: every "
+                                             "result now holds both CTC rules"):
+            train.train_and_evaluate(ARRAMON.config(tfds_dir, mode="baselines",
+                                                    eval__baselines="random_by_distance"),
+                                     str(tmp_path / "old"))
+
 
 def test_partition_is_stable_disjoint_and_keeps_a_map_together():
     records = [{"mapId": i // 2, "n": i} for i in range(2000)]   # two instances per map
@@ -46,40 +79,3 @@ def test_partition_is_stable_disjoint_and_keeps_a_map_together():
     again = train.partition(list(reversed(records)), (0.7, 0.1))
     for k in parts:
         assert sorted(r["n"] for r in again[k]) == sorted(r["n"] for r in parts[k])
-
-
-@pytest.mark.slow
-def test_trained_agent_beats_the_random_walk(tfds_dir, tmp_path):
-    c = ARRAMON.config(tfds_dir, num_steps=100, eval_every=100, model__embed_dim=32,
-                       model__hidden=64, model__action_dim=16, model__dropout=0.0,
-                       optim__learning_rate=1e-2, eval__perfect_navigation=True,
-                       eval__num_figures=0)
-    res = train.train_and_evaluate(c, str(tmp_path))
-    ours, rnd = res["val_unseen"]["vl"], res["val_unseen"]["random"]
-    assert ours["navi_ndtw"] > rnd["navi_ndtw"] + 0.05
-    assert ours["ctc3"] > rnd["ctc3"] + 0.03
-    # Table 6: after the ground truth's navigation, the same agent assembles better.
-    perfect = res["val_unseen"]["vl_perfect_navigation"]
-    assert perfect["ctc0"] == perfect["ctc3"] == 1.0
-    assert perfect["navi_ndtw"] == pytest.approx(1.0, abs=1e-5)
-    assert perfect["rpod"] > ours["rpod"] and perfect["ptc"] >= ours["ptc"]
-
-
-@pytest.mark.slow
-def test_baselines_mode_runs_the_random_walk_and_the_shortest_path(tfds_dir, tmp_path):
-    c = ARRAMON.config(tfds_dir, mode="baselines", eval__baselines="random,shortest_path",
-                       eval__baseline_seeds=2)   # horizon 40: the synthetic gold takes <= 33
-    res = train.train_and_evaluate(c, str(tmp_path))
-    assert "best_step" not in res and not (tmp_path / "checkpoints").exists()
-    rnd, gold = res["val_unseen"]["random"], res["val_unseen"]["shortest_path"]
-    assert "ctc3_std" in rnd and "ctc3_std" not in gold           # the replay draws nothing
-    assert rnd["ctc3_strict"] <= rnd["ctc3"] == rnd["ctc3_distance"]
-    # Replaying the ground truth is the paper's S/P row: every metric 1 under both rules.
-    for k in arr_eval.METRICS + tuple(f"{m}_{r}" for m in arr_eval.RULE_METRICS
-                                      for r in ("distance", "strict")):
-        assert gold[k] == pytest.approx(1.0), k
-    with pytest.raises(ValueError, match="baseline 'random_by_distance' was removed: every "
-                                         "result now holds both CTC rules"):
-        train.train_and_evaluate(ARRAMON.config(tfds_dir, mode="baselines",
-                                                eval__baselines="random_by_distance"),
-                                 str(tmp_path / "old"))

@@ -72,9 +72,11 @@ def _landmarks(tfds_dir):
 
 
 def _touchdown_nav(tfds_dir):
+    # The model the beats-random test trains for longer (the same compiled programs).
     c = TRAINERS["touchdown_nav"].default.get_config()
-    c.model.text_hidden = c.model.hidden = 32
+    c.model.text_hidden = c.model.hidden = 64
     c.model.conv_features = 16
+    c.optim.learning_rate = 4e-3
     c.batch_size, c.num_steps, c.eval_every, c.log_every, c.patience = 16, 24, 8, 4, 100
     c.data.tfds_dir = tfds_dir
     c.data.eval_splits = "test"
@@ -94,23 +96,28 @@ def _touchdown_sdr(tfds_dir):
 
 
 def _rxr(tfds_dir):
+    # The model the beats-the-baselines test trains for longer (the same compiled programs).
     c = TRAINERS["rxr"].default.get_config()
-    c.model.embed_dim, c.model.hidden = 16, 32
+    c.model.embed_dim, c.model.hidden = 16, 64
+    c.optim.learning_rate = 2e-3
     c.batch_size, c.num_steps, c.eval_every, c.log_every, c.patience = 16, 16, 8, 4, 100
     c.train_horizon, c.eval.horizon = 8, 10
     c.data.tfds_dir = tfds_dir
     c.data.connectivity_dir = shared_path("matterport", "connectivity")
     c.data.eval_splits = "val_unseen"
-    c.eval.baselines, c.eval.baseline_seeds = "random_walk", 1
+    c.eval.baselines, c.eval.baseline_seeds = "random_walk,random_heading", 1
     return c
 
 
 def _arramon(tfds_dir):
+    # The model the beats-the-random-walk test trains for longer (the same compiled programs).
     c = TRAINERS["arramon"].default.get_config()
-    c.model.embed_dim, c.model.action_dim, c.model.hidden = 16, 8, 16
+    c.model.embed_dim, c.model.action_dim, c.model.hidden = 32, 16, 64
+    c.optim.learning_rate = 1e-2
     c.batch_size, c.num_steps, c.eval_every, c.log_every, c.patience = 16, 12, 4, 4, 100
     c.eval.horizon = 40
     c.data.tfds_dir = tfds_dir
+    c.data.max_tokens = 32                 # the synthetic instructions hold <= 29 tokens
     c.data.dev_split = c.data.eval_splits = "val_unseen"
     c.eval.batch_size = 200
     c.eval.perfect_navigation = False      # one program less to compile (the beats-random run
@@ -131,7 +138,7 @@ TRAINERS = {t.name: t for t in (
     Trainer("ttw_landmarks", _landmarks, (40, 80, 120), crash_after=0, checkpoints_at_crash=(),
             resumable=False, changed=("model.hidden", 64, "model.hidden: 32 -> 64")),
     Trainer("touchdown_nav", _touchdown_nav, (8, 16, 24), crash_after=13,
-            checkpoints_at_crash=("8",),
+            checkpoints_at_crash=("8",), xla_optimized=True,
             changed=("model.name", "rconcat", "model.name: 'ga' -> 'rconcat'"),
             outputs=("results.json", "config.json", "metrics.jsonl", "vocab.json")),
     Trainer("touchdown_sdr", _touchdown_sdr, (4, 8, 12), crash_after=6,
@@ -139,7 +146,7 @@ TRAINERS = {t.name: t for t in (
             changed=("model.name", "concat", "model.name: 'lingunet' -> 'concat'"),
             outputs=("results.json", "config.json", "metrics.jsonl", "vocab.json",
                      "heatmaps.png")),
-    Trainer("rxr", _rxr, (8, 16), crash_after=11, checkpoints_at_crash=("8",),
+    Trainer("rxr", _rxr, (8, 16), crash_after=11, checkpoints_at_crash=("8",), xla_optimized=True,
             changed=("model.name", "vision_only", "model.name: 'full' -> 'vision_only'"),
             outputs=("results.json", "config.json", "metrics.jsonl", "vocab.json")),
     Trainer("arramon", _arramon, (4, 8, 12), crash_after=7, checkpoints_at_crash=("4",),

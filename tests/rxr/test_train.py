@@ -22,6 +22,14 @@ class TestTrainer(TrainerContract):
             assert 0 <= m["sdtw"] <= m["ndtw"] <= 1 and 0 <= m["spl"] <= m["sr"] <= 1
             assert m["pl"] >= 0 and m["ne"] >= 0
 
+    def test_trained_agent_beats_the_baselines_that_ignore_the_gold_path(self, tfds_dir, tmp_path):
+        # The contract's config trained longer: after the contract's run (this class runs on one
+        # worker, in order) its programs come from the compilation cache.
+        c = RXR.config(tfds_dir, num_steps=150, eval_every=150)
+        res = RXR.train.train_and_evaluate(c, str(tmp_path))["val_unseen"]
+        best = max(res["random_walk"]["ndtw"], res["random_heading"]["ndtw"])
+        assert res["full"]["ndtw"] > best + 0.05
+
 
 def test_bad_settings_are_named(tfds_dir, tmp_path):
     with pytest.raises(ValueError, match="connectivity_dir"):
@@ -32,15 +40,6 @@ def test_bad_settings_are_named(tfds_dir, tmp_path):
                                      str(tmp_path / "b"))
     with pytest.raises(ValueError, match="set eval.mode to 'min'"):
         RXR.train.train_and_evaluate(RXR.config(tfds_dir, eval__metric="ne"), str(tmp_path / "c"))
-
-
-@pytest.mark.slow
-def test_trained_agent_beats_the_baselines_that_ignore_the_gold_path(tfds_dir, tmp_path):
-    c = RXR.config(tfds_dir, num_steps=150, eval_every=150, model__hidden=64,
-                   optim__learning_rate=2e-3, eval__baselines="random_walk,random_heading")
-    res = RXR.train.train_and_evaluate(c, str(tmp_path))["val_unseen"]
-    best = max(res["random_walk"]["ndtw"], res["random_heading"]["ndtw"])
-    assert res["full"]["ndtw"] > best + 0.05
 
 
 @pytest.mark.slow
