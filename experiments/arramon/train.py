@@ -174,9 +174,18 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     agent_nav, agent_assem = arr_eval.agent_factories(*models, NUM_TYPES)
     agent = arr_eval.make_task_rollout((agent_nav, agent_assem), config.eval.horizon,
                                        config.eval.ctc_rule)
+    # Each dev evaluation of this process keeps the paths of the instances that
+    # trajectories.png draws, keyed by its metrics (the figure then needs no evaluation of its own).
+    drawn: dict[tuple, dict] = {}
+
+    def dev_eval(params):
+        ev = run_split(agent, params, d.dev_split, keep_episodes=True)
+        drawn[_metrics_key(ev)] = {k: v[:config.eval.num_figures].copy()
+                                   for k, v in ev.pop("episodes").items()}
+        return ev
+
     state, best_params, meta = run.fit(state, run.step_fn(train_step, sample, train_walk),
-                                       lambda params: run_split(agent, params, d.dev_split),
-                                       hooks=hooks)
+                                       dev_eval, hooks=hooks)
     results.update(best_step=meta["best_step"], last_step=meta["step"],
                    num_params={**{k: num_params(v) for k, v in best_params.items()},
                                "total": num_params(best_params)})
@@ -193,13 +202,19 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                 perfect_nav, best_params, split)
     if jax.process_index() == 0 and config.eval.num_figures > 0:
         split = d.dev_split
-        ev = run_split(agent, best_params, split, keep_episodes=True,
-                       first=config.eval.num_figures)
+        paths = drawn.get(_metrics_key(meta.get("best_eval") or {}))
+        if paths is None:      # the best step was evaluated before a resume: evaluate it again
+            paths = run_split(agent, best_params, split, keep_episodes=True,
+                              first=config.eval.num_figures)["episodes"]
         figures.plot_trajectories(data["walkable"][split], data["episodes"][split],
-                                  ev["episodes"], os.path.join(workdir, "trajectories.png"),
+                                  paths, os.path.join(workdir, "trajectories.png"),
                                   f"{config.model.name.upper()}, {split}, best step "
                                   f"{meta['best_step']}")
     return run.finish(results, format_results(results))
+
+
+def _metrics_key(metrics: dict) -> tuple:
+    return tuple(sorted((k, float(v)) for k, v in metrics.items()))
 
 
 def _row(label: str, m: dict, names: Sequence[str], keys: Sequence[str]) -> str:

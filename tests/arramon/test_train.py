@@ -36,7 +36,7 @@ class TestTrainer(TrainerContract):
     def test_trained_agent_beats_the_random_walk(self, tfds_dir, tmp_path):
         # The contract's config trained longer: after the contract's run (this class runs on one
         # worker, in order) its programs come from the compilation cache.
-        c = ARRAMON.config(tfds_dir, num_steps=100, eval_every=100,
+        c = ARRAMON.config(tfds_dir, num_steps=80, eval_every=80,
                            eval__perfect_navigation=True, eval__num_figures=0)
         res = train.train_and_evaluate(c, str(tmp_path))
         ours, rnd = res["val_unseen"]["vl"], res["val_unseen"]["random"]

@@ -114,7 +114,7 @@ def _arramon(tfds_dir):
     c = TRAINERS["arramon"].default.get_config()
     c.model.embed_dim, c.model.action_dim, c.model.hidden = 32, 16, 64
     c.optim.learning_rate = 1e-2
-    c.batch_size, c.num_steps, c.eval_every, c.log_every, c.patience = 16, 12, 4, 4, 100
+    c.batch_size, c.num_steps, c.eval_every, c.log_every, c.patience = 16, 8, 4, 4, 100
     c.eval.horizon = 40
     c.data.tfds_dir = tfds_dir
     c.data.max_tokens = 32                 # the synthetic instructions hold <= 29 tokens
@@ -149,7 +149,7 @@ TRAINERS = {t.name: t for t in (
     Trainer("rxr", _rxr, (8, 16), crash_after=11, checkpoints_at_crash=("8",), xla_optimized=True,
             changed=("model.name", "vision_only", "model.name: 'full' -> 'vision_only'"),
             outputs=("results.json", "config.json", "metrics.jsonl", "vocab.json")),
-    Trainer("arramon", _arramon, (4, 8, 12), crash_after=7, checkpoints_at_crash=("4",),
+    Trainer("arramon", _arramon, (4, 8), crash_after=7, checkpoints_at_crash=("4",),
             changed=("model.name", "lo", "model.name: 'vl' -> 'lo'"), xla_optimized=True,
             outputs=("results.json", "config.json", "metrics.jsonl", "vocab.json",
                      "trajectories.png")),
