@@ -64,6 +64,8 @@ class TrainerContract:
             trainer.train.train_and_evaluate(trainer.config(tfds_dir), workdir)
         resumed = trainer.train.train_and_evaluate(trainer.config(tfds_dir), workdir)
         assert resumed == expected
+        for output in trainer.outputs:      # e.g. a figure of a best step from before the crash
+            assert os.path.exists(os.path.join(workdir, output)), output
         with open(os.path.join(run_dir(workdir, trainer), "metrics.jsonl")) as f:
             steps = [json.loads(line)["step"] for line in f]
         assert steps == sorted(steps) and len(steps) == len(set(steps))
