@@ -174,18 +174,22 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     agent_nav, agent_assem = arr_eval.agent_factories(*models, NUM_TYPES)
     agent = arr_eval.make_task_rollout((agent_nav, agent_assem), config.eval.horizon,
                                        config.eval.ctc_rule)
-    # Each dev evaluation of this process keeps the paths of the instances that
-    # trajectories.png draws, keyed by its metrics (the figure then needs no evaluation of its own).
-    drawn: dict[tuple, dict] = {}
+    # Each dev evaluation of this process keeps, by step, the paths of the instances that
+    # trajectories.png draws (the figure then needs no evaluation of its own). `fit` evaluates
+    # after the step's hooks, so the first hook tells the step.
+    step_now, drawn = [0], {}
+
+    def note_step(step):
+        step_now[0] = step
 
     def dev_eval(params):
         ev = run_split(agent, params, d.dev_split, keep_episodes=True)
-        drawn[_metrics_key(ev)] = {k: v[:config.eval.num_figures].copy()
-                                   for k, v in ev.pop("episodes").items()}
+        drawn[step_now[0]] = {k: v[:config.eval.num_figures].copy()
+                              for k, v in ev.pop("episodes").items()}
         return ev
 
     state, best_params, meta = run.fit(state, run.step_fn(train_step, sample, train_walk),
-                                       dev_eval, hooks=hooks)
+                                       dev_eval, hooks=(note_step, *hooks))
     results.update(best_step=meta["best_step"], last_step=meta["step"],
                    num_params={**{k: num_params(v) for k, v in best_params.items()},
                                "total": num_params(best_params)})
@@ -202,7 +206,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                 perfect_nav, best_params, split)
     if jax.process_index() == 0 and config.eval.num_figures > 0:
         split = d.dev_split
-        paths = drawn.get(_metrics_key(meta.get("best_eval") or {}))
+        paths = drawn.get(meta["best_step"])
         if paths is None:      # the best step was evaluated before a resume: evaluate it again
             paths = run_split(agent, best_params, split, keep_episodes=True,
                               first=config.eval.num_figures)["episodes"]
@@ -211,10 +215,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                                   f"{config.model.name.upper()}, {split}, best step "
                                   f"{meta['best_step']}")
     return run.finish(results, format_results(results))
-
-
-def _metrics_key(metrics: dict) -> tuple:
-    return tuple(sorted((k, float(v)) for k, v in metrics.items()))
 
 
 def _row(label: str, m: dict, names: Sequence[str], keys: Sequence[str]) -> str:
