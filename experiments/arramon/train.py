@@ -2,7 +2,7 @@
 
 `train_and_evaluate(config, workdir)` imitates the demonstrated actions of both phases with the
 simulator inside `lax.scan` (teacher forcing, every turn its own example, the loss the mean of
-the two modules'), checkpoints with orbax (a killed run resumes with identical results), stops
+the two modules'; navigation optionally by student forcing, `config.student_forcing`), checkpoints with orbax (a killed run resumes with identical results), stops
 early on the dev split's `eval.metric` of the full cascaded task, then reports the task metrics
 of the best parameters on every evaluation split (overall and per turn, both CTC rules) beside
 the baselines, the assembly after perfect navigation (the paper's Table 6) when
@@ -134,6 +134,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         raise ValueError(f"model.name must be one of {MODELS}, got {config.model.name!r}")
     check_eval(config, arr_eval.METRICS)
     arramon_metrics.check_rule(config.eval.ctc_rule)
+    if not 0.0 <= config.student_forcing <= 1.0:
+        raise ValueError(f"student_forcing must be in [0, 1], got {config.student_forcing}")
     baselines = baseline_rollouts(config)
     run = Run.start(config, workdir, RESUMABLE_CHANGES)
     data = load_data(config, workdir)
@@ -168,7 +170,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                                           params=init_params(models, run.key(INIT)),
                                           tx=make_optimizer(config.optim, config.num_steps))
     train_walk = run.replicate(data["walkable"][d.train_split])
-    train_step = dp.make_train_step(imitation_loss(*models, NUM_TYPES), run.mesh, num_consts=1)
+    loss_fn = imitation_loss(*models, NUM_TYPES, config.student_forcing, config.train_horizon)
+    train_step = dp.make_train_step(loss_fn, run.mesh, num_consts=1)
     sample = dp.episode_sampler(ae.turn_examples(data["episodes"][d.train_split]),
                                 config.batch_size, run.mesh)
     agent_nav, agent_assem = arr_eval.agent_factories(*models, NUM_TYPES)

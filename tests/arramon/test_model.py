@@ -1,14 +1,16 @@
 """ArraMon V/L baseline and ablations: shapes, gradients reaching every parameter, the masks,
-and overfitting a tiny batch through the simulator (teacher forcing)."""
+overfitting a tiny batch through the simulator (teacher forcing), and student forcing (its
+labels, its gradients, and teacher forcing as its no-sampling limit)."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
 
-from ttw_jax.arramon import episodes as ae, synthetic as syn
+from ttw_jax.arramon import env, episodes as ae, expert, synthetic as syn
 from ttw_jax.arramon.losses import imitation_loss
-from ttw_jax.arramon.model import KINDS, PhaseAgent, num_params
+from ttw_jax.arramon.model import KINDS, PhaseAgent, navigation_student_policy, num_params
+from ttw_jax.core.env import rollout
 from ttw_jax.core.vocab import Vocabulary
 
 pytestmark = pytest.mark.usefixtures("fast_compile_unless_slow")  # tiny models
@@ -131,3 +133,65 @@ def test_overfits_a_tiny_batch_through_the_simulator():
         first = first or float(m["loss"])
     assert float(m["loss"]) < 0.05 * first
     assert float(m["navi_accuracy"]) > 0.999 and float(m["assem_accuracy"]) > 0.999
+
+
+def _tiny_task(num=4, seed=5):
+    records = syn.synthetic_instances(num, seed=seed)
+    vocab = Vocabulary.build(s for r in records for k in ("navi_inst_gt", "assem_inst_gt")
+                             for s in r["instructions"][k])
+    walk, index = ae.walkable_for(records)
+    batch = {k: jnp.asarray(v) for k, v in
+             ae.turn_examples(ae.episodes(records, vocab, 40, 8, index)).items()}
+    nav, assem = (PhaseAgent(len(vocab), ATTRS, "vl", 16, 8, 16, dropout=0.0) for _ in range(2))
+    init = jax.jit(nav.init)
+    params = {"navi": init(jax.random.key(1), *_inputs()),
+              "assem": init(jax.random.key(2), *_inputs())}
+    return walk, batch, (nav, assem), params
+
+
+def test_student_forcing_that_never_samples_is_teacher_forcing():
+    walk, batch, models, params = _tiny_task()
+    horizon = batch["navi_actions"].shape[1]
+    teacher = jax.jit(imitation_loss(*models, NUM_TYPES))
+    student = jax.jit(imitation_loss(*models, NUM_TYPES, student_prob=1e-12, nav_horizon=horizon))
+    (lt, mt), (ls, ms) = (f(params, batch, jax.random.key(0), walk) for f in (teacher, student))
+    assert float(ls) == pytest.approx(float(lt), rel=1e-5)
+    assert float(ms["navi_accuracy"]) == pytest.approx(float(mt["navi_accuracy"]), abs=1e-6)
+    with pytest.raises(ValueError, match=r"student_prob must be in \[0, 1\]"):
+        imitation_loss(*models, NUM_TYPES, student_prob=1.5)
+
+
+def test_student_forcing_labels_the_demonstration_then_the_expert():
+    walk, batch, (nav, _), params = _tiny_task()
+    gold = batch["navi_actions"]
+    vexpert = jax.vmap(expert.navigation_expert, in_axes=(None, 0, 0, 0, 0))
+    expert_fn = lambda s: vexpert(walk, s, batch["navi_path"], batch["navi_path_len"],
+                                  batch["target"])
+
+    @jax.jit
+    def run(key):
+        policy, carry = navigation_student_policy(nav, params["navi"], batch, expert_fn, 1.0)
+        return rollout(env.step_navigation, walk, ae.navigation_start(walk, batch), policy,
+                       carry, key, 48)
+
+    _, _, traj = run(jax.random.key(3))
+    actions, (logits, labels) = np.asarray(traj.action), traj.output
+    assert logits.shape == (48, gold.shape[0], 4)
+    # on the demonstration while every earlier action was the demonstrated one
+    padded = np.concatenate([np.asarray(gold), np.full((gold.shape[0], 48), env.PICK)], 1)[:, :48].T
+    on_gold = np.cumprod(np.concatenate([np.ones((1, gold.shape[0]), bool),
+                                         actions[:-1] == padded[:-1]]), 0).astype(bool)
+    assert on_gold[1].mean() < 1.0                 # the sampled untrained agent left early
+    states = [jax.tree.map(lambda x: x[t], traj.state) for t in range(48)]
+    want = np.stack([np.where(on_gold[t], padded[t], np.asarray(expert_fn(states[t])))
+                     for t in range(48)])
+    np.testing.assert_array_equal(np.asarray(labels), want)
+
+
+def test_student_forcing_gradients_reach_every_navigation_parameter():
+    walk, batch, models, params = _tiny_task()
+    loss_fn = imitation_loss(*models, NUM_TYPES, student_prob=0.5, nav_horizon=48)
+    grads, m = jax.jit(jax.grad(loss_fn, has_aux=True))(params, batch, jax.random.key(4), walk)
+    assert np.isfinite(float(m["loss"])) and 0 <= float(m["navi_accuracy"]) <= 1
+    for path, g in jax.tree_util.tree_leaves_with_path(grads["navi"]):
+        assert float(jnp.abs(g).sum()) > 0, jax.tree_util.keystr(path)

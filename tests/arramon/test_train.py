@@ -79,3 +79,10 @@ def test_partition_is_stable_disjoint_and_keeps_a_map_together():
     again = train.partition(list(reversed(records)), (0.7, 0.1))
     for k in parts:
         assert sorted(r["n"] for r in again[k]) == sorted(r["n"] for r in parts[k])
+
+
+def test_student_forcing_outside_zero_to_one_is_refused_before_any_work(tmp_path):
+    with pytest.raises(ValueError, match=r"student_forcing must be in \[0, 1\], got 1.5"):
+        train.train_and_evaluate(ARRAMON.config(str(tmp_path), student_forcing=1.5),
+                                 str(tmp_path / "run"))
+    assert not (tmp_path / "run").exists()

@@ -227,7 +227,9 @@ def turn_examples(ep: dict) -> dict:
     on the grid (where the ground truth put it).
 
     Keys: start, psi0, heading, map_index, objects, object_attrs, object_mask, present, heights,
-    grid_attrs, and per phase (navi / assem) `_actions`, `_len`, `_tokens`, `_token_len`.
+    grid_attrs, target (the turn's target object index: the turn), navi_path / navi_path_len
+    (the gold path, for the student-forcing expert), and per phase (navi / assem) `_actions`,
+    `_len`, `_tokens`, `_token_len`.
     """
     n, k = ep["object_mask"].shape
     rows = np.arange(n)
@@ -245,6 +247,8 @@ def turn_examples(ep: dict) -> dict:
         ex["present"] = ep["object_mask"] & ((np.arange(k) != 0) | (t == 0))[None]
         ex["heights"] = ep["heights"] if t == 0 else heights1
         ex["grid_attrs"] = ep["grid_attrs"] if t == 0 else attrs1
+        ex["target"] = np.full(n, t, np.int32)
+        ex["navi_path"], ex["navi_path_len"] = ep["navi_path"][:, t], ep["navi_path_len"][:, t]
         for phase in ("navi", "assem"):
             for suffix in ("_actions", "_len", "_tokens", "_token_len"):
                 ex[phase + suffix] = ep[phase + suffix][:, t]

@@ -1,5 +1,7 @@
-"""Teacher forcing through the ArraMon simulator: cross-entropy of the demonstrated actions of
-both phases (Kim et al. 2020, section 6)."""
+"""Imitation through the ArraMon simulator: cross-entropy of the demonstrated actions of both
+phases (teacher forcing, Kim et al. 2020, section 6), or for navigation optionally of the
+student-forcing labels along the agent's own partly sampled path (`student_prob` > 0: the
+demonstration while the agent is on it, `ttw_jax.arramon.expert` after it left it)."""
 from __future__ import annotations
 
 import jax
@@ -8,39 +10,70 @@ import optax
 
 from ttw_jax.arramon import env
 from ttw_jax.arramon.episodes import assembly_start, navigation_start
-from ttw_jax.arramon.model import PhaseAgent, assembly_policy, navigation_policy
+from ttw_jax.arramon.expert import navigation_expert
+from ttw_jax.arramon.model import (PhaseAgent, assembly_policy, navigation_policy,
+                                   navigation_student_policy)
 from ttw_jax.core.env import rollout
 
 
-def _imitation(logits: jax.Array, gold: jax.Array, length: jax.Array):
-    """(mean CE, mean accuracy): each episode's mean over its gold steps, then the batch mean
-    (so equal shards average to the global loss). logits [T, B, 4], gold [B, T]."""
-    gold = gold.T
-    mask = (jnp.arange(gold.shape[0])[:, None] < length[None]).astype(jnp.float32)
+def _masked_imitation(logits: jax.Array, labels: jax.Array, mask: jax.Array):
+    """(mean CE, mean accuracy): each episode's mean over its steps in mask [T, B], then the
+    batch mean (so equal shards average to the global loss). logits [T, B, 4], labels [T, B]."""
+    mask = mask.astype(jnp.float32)
     weight = mask / jnp.maximum(jnp.sum(mask, 0), 1.0)
-    ce = optax.softmax_cross_entropy_with_integer_labels(logits, gold)
-    acc = (jnp.argmax(logits, -1) == gold).astype(jnp.float32)
+    ce = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
+    acc = (jnp.argmax(logits, -1) == labels).astype(jnp.float32)
     return jnp.mean(jnp.sum(ce * weight, 0)), jnp.mean(jnp.sum(acc * weight, 0))
 
 
-def imitation_loss(nav_model: PhaseAgent, assem_model: PhaseAgent, num_types: int):
+def _imitation(logits: jax.Array, gold: jax.Array, length: jax.Array):
+    """`_masked_imitation` over the first length [B] steps of gold [B, T]."""
+    gold = gold.T
+    return _masked_imitation(logits, gold, jnp.arange(gold.shape[0])[:, None] < length[None])
+
+
+def imitation_loss(nav_model: PhaseAgent, assem_model: PhaseAgent, num_types: int,
+                   student_prob: float = 0.0, nav_horizon: int = 0):
     """loss_fn(params, batch, rng, walkable) -> (mean of navigation and assembly CE, metrics);
     params = {"navi": ..., "assem": ...}. The gold actions drive the simulator inside
     `lax.scan` while each module predicts them from the views the simulator produces; the
-    horizon of each phase is the batch's padded action length."""
+    horizon of each phase is the batch's padded action length.
+
+    With `student_prob` > 0 navigation is student-forced instead (`model.student_policy`): each
+    step executes the module's own sample with that probability, else the label (the
+    demonstration while the agent is on it, the expert's action after it left it), over
+    `nav_horizon` steps (0: the padded action length); the loss covers every step taken before
+    the phase ended. Assembly stays teacher-forced."""
+    if not 0.0 <= student_prob <= 1.0:
+        raise ValueError(f"student_prob must be in [0, 1], got {student_prob}")
+    expert = jax.vmap(navigation_expert, in_axes=(None, 0, 0, 0, 0))
+
+    def navigation(params, batch, k_nav, walkable):
+        k_words, k_roll = jax.random.split(k_nav)
+        start = navigation_start(walkable, batch)
+        if student_prob == 0.0:
+            policy, carry = navigation_policy(nav_model, params, batch, batch["navi_actions"],
+                                              k_words)
+            _, _, nav = rollout(env.step_navigation, walkable, start, policy, carry, k_roll,
+                                batch["navi_actions"].shape[1])
+            return _imitation(nav.output, batch["navi_actions"], batch["navi_len"])
+        policy, carry = navigation_student_policy(
+            nav_model, params, batch,
+            lambda s: expert(walkable, s, batch["navi_path"], batch["navi_path_len"],
+                             batch["target"]), student_prob, k_words)
+        _, _, nav = rollout(env.step_navigation, walkable, start, policy, carry, k_roll,
+                            nav_horizon or batch["navi_actions"].shape[1])
+        logits, labels = nav.output
+        return _masked_imitation(logits, labels, ~nav.state.done)
+
     def loss_fn(params, batch, rng, walkable):
         k_nav, k_assem = jax.random.split(rng)
-        k_words, k_roll = jax.random.split(k_nav)
-        policy, carry = navigation_policy(nav_model, params["navi"], batch,
-                                          batch["navi_actions"], k_words)
-        _, _, nav = rollout(env.step_navigation, walkable, navigation_start(walkable, batch),
-                            policy, carry, k_roll, batch["navi_actions"].shape[1])
+        nav_ce, nav_acc = navigation(params["navi"], batch, k_nav, walkable)
         k_words, k_roll = jax.random.split(k_assem)
         policy, carry = assembly_policy(assem_model, params["assem"], batch, num_types,
                                         batch["assem_actions"], k_words)
         _, _, assem = rollout(env.step_assembly, env.ASSEMBLY, assembly_start(env.ASSEMBLY, batch),
                               policy, carry, k_roll, batch["assem_actions"].shape[1])
-        nav_ce, nav_acc = _imitation(nav.output, batch["navi_actions"], batch["navi_len"])
         assem_ce, assem_acc = _imitation(assem.output, batch["assem_actions"],
                                          batch["assem_len"])
         loss = (nav_ce + assem_ce) / 2      # the average of the two modules' losses (App. E.2)

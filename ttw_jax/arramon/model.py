@@ -19,7 +19,8 @@ One `PhaseAgent` per phase (navigation and assembly keep separate parameters); p
 Dropout 0.3 on the word, entity and action embeddings and on the logits' input while training.
 `step` runs once per simulator step, so the agent lives inside the simulator's `lax.scan`:
 `navigation_policy` / `assembly_policy` are the policies (`ttw_jax.core.env`) that run it in
-each phase's environment.
+each phase's environment (greedy, or teacher-forced), `navigation_student_policy` the one that
+trains it by student forcing (its own samples, labelled by `ttw_jax.arramon.expert`).
 """
 from __future__ import annotations
 
@@ -194,6 +195,50 @@ def phase_policy(model: PhaseAgent, params, words, view: Callable, batch_size: i
     return policy, ((zeros, zeros), jnp.full((batch_size,), START, jnp.int32))
 
 
+def student_policy(model: PhaseAgent, params, words, view: Callable, gold: jax.Array,
+                   expert: Callable, student_prob: float, dropout_key: jax.Array | None = None):
+    """A training policy for student forcing (DAgger-style): at every step the label is the
+    demonstrated action gold [B, T] while the agent has taken exactly the demonstrated actions
+    so far, and `expert(state)` [B] once it has left them; the executed action is a sample of
+    the model's own distribution with probability `student_prob`, else the label. The output is
+    (logits [B, 4], label [B]). Returns (policy, initial carry)."""
+    u, umask = words
+    train = dropout_key is not None
+    batch_size = gold.shape[0]
+
+    def policy(carry, state, t, key):
+        lstm, prev, on_gold = carry
+        k_drop, k_act, k_mix = jax.random.split(key, 3)
+        attrs, geo, visible = view(state)
+        lstm, logits = model.apply(params, lstm, u, umask, attrs, geo, visible, prev, train,
+                                   method=PhaseAgent.step,
+                                   rngs={"dropout": k_drop} if train else None)
+        demo = gold[:, jnp.minimum(t, gold.shape[1] - 1)]
+        label = jnp.where(on_gold, demo, expert(state)).astype(jnp.int32)
+        own = jax.random.categorical(k_act, jax.lax.stop_gradient(logits)).astype(jnp.int32)
+        action = jnp.where(jax.random.bernoulli(k_mix, student_prob, (batch_size,)), own, label)
+        return (lstm, action, on_gold & (action == demo)), action, (logits, label)
+
+    zeros = jnp.zeros((batch_size, model.hidden), jnp.float32)
+    return policy, ((zeros, zeros), jnp.full((batch_size,), START, jnp.int32),
+                    jnp.ones((batch_size,), bool))
+
+
+def _navigation_view(batch: dict) -> Callable:
+    view = jax.vmap(navigation_view)
+    return lambda s: view(s, batch["object_attrs"], batch["object_mask"])
+
+
+def navigation_student_policy(model: PhaseAgent, params, batch: dict, expert: Callable,
+                              student_prob: float, dropout_key: jax.Array | None = None):
+    """`student_policy` of `model` in the navigation environment for a turn-level `batch`
+    (`batch["navi_actions"]` the demonstration); `expert(state)` gives the labels off it."""
+    words = encode_words(model, params, batch["navi_tokens"], batch["navi_token_len"],
+                         dropout_key)
+    return student_policy(model, params, words, _navigation_view(batch), batch["navi_actions"],
+                          expert, student_prob, dropout_key)
+
+
 def navigation_policy(model: PhaseAgent, params, batch: dict, gold: jax.Array | None = None,
                       dropout_key: jax.Array | None = None):
     """(policy, initial carry) of `model` in the navigation environment for a turn-level
@@ -201,9 +246,7 @@ def navigation_policy(model: PhaseAgent, params, batch: dict, gold: jax.Array | 
     (teacher forcing); `dropout_key` turns dropout on (training)."""
     words = encode_words(model, params, batch["navi_tokens"], batch["navi_token_len"],
                          dropout_key)
-    view = jax.vmap(navigation_view)
-    return phase_policy(model, params, words,
-                        lambda s: view(s, batch["object_attrs"], batch["object_mask"]),
+    return phase_policy(model, params, words, _navigation_view(batch),
                         batch["navi_tokens"].shape[0], gold=gold, train=dropout_key is not None)
 
 

@@ -22,6 +22,13 @@ def get_config():
     c.model.dropout = 0.3
     c.model.logits_from_state = True   # official decoder: Linear([v; l; h]); False: eq. 6
 
+    # Training of the navigation module: teacher forcing (0.0, the paper), or student forcing
+    # (DAgger-style): each step executes the module's own sample with this probability, and
+    # the labels are the demonstration while the agent is on it, the expert of
+    # `ttw_jax.arramon.expert` after it left it.
+    c.student_forcing = 0.0
+    c.train_horizon = 0            # navigation steps per training rollout (0: the gold length)
+
     c.batch_size = 32
     c.optim = optim_config(learning_rate=1e-3, grad_clip=5.0)   # Adam (paper)
     c.num_steps = 1200
