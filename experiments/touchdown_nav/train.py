@@ -5,7 +5,7 @@ the simulator inside `lax.scan` (teacher forcing), checkpoints with orbax (a kil
 with identical results), stops early on the dev split's `eval.metric`, then reports TC / SPD / SED
 of the best parameters on every evaluation split beside the Stop / Frequent / Random baselines.
 `config.mode = "baselines"` trains nothing: it replays the gold actions through the simulator (a
-check of its rules) and runs the baselines on the evaluation splits (Chen et al. 2019, Table 3;
+check of its rules) and runs the baselines on the evaluation splits (Chen et al. 2019, Table 5;
 `configs/baselines.py`).
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ from ttw_jax.core.train.run import (EVAL, INIT, Run, check_eval, evaluate_best, 
 from ttw_jax.core.vocab import Vocabulary
 from ttw_jax.touchdown import (env as td, episodes as nav_episodes, evaluation as nav_eval,
                                features as pano_features)
-from ttw_jax.touchdown.agents import Navigator, navigator_policy
+from ttw_jax.touchdown.agents import ABLATIONS, Navigator, navigator_policy
 from ttw_jax.touchdown.dataset import load_touchdown_split_records
 from ttw_jax.touchdown.losses import imitation_loss
 from ttw_jax.touchdown.reference import TouchdownReference
@@ -54,17 +54,19 @@ def load_data(config: ml_collections.ConfigDict, workdir: str, wanted: Sequence[
                                           d.max_route, max(config.train_horizon, config.eval.horizon))
                 for s in set(wanted)}
     if d.features:
-        features = pano_features.load_pano_features(d.features, nodes)
+        features, convention = pano_features.load_pano_features(d.features, nodes)
     else:
         features = pano_features.synthetic_pano_features(graph, d.feature_width, d.feature_dim,
                                                          d.feature_noise, seed=config.seed)
-    return dict(graph=graph, nodes=nodes, vocab=vocab, episodes=episodes, features=features)
+        convention = "centred"
+    return dict(graph=graph, nodes=nodes, vocab=vocab, episodes=episodes, features=features,
+                convention=convention)
 
 
 def build_model(config: ml_collections.ConfigDict, vocab_size: int) -> Navigator:
     m = config.model
     return Navigator(vocab_size, m.name, m.embed_dim, m.text_hidden, m.hidden, m.conv_features,
-                     m.action_dim)
+                     m.action_dim, m.ablation)
 
 
 def init_params(config, model: Navigator, feature_dim: int, key: jax.Array):
@@ -73,12 +75,13 @@ def init_params(config, model: Navigator, feature_dim: int, key: jax.Array):
                       jnp.zeros((b, t, config.crop, feature_dim)), jnp.zeros((b, t), jnp.int32))
 
 
-def model_factory(model: Navigator, crop: int) -> PolicyFactory:
-    """Greedy policy of the model; consts = (params, features, yaw)."""
+def model_factory(model: Navigator, crop: int, convention: str = "centred") -> PolicyFactory:
+    """Greedy policy of the model; consts = (params, features, yaw); `convention`: the feature
+    table's column convention."""
     def factory(sim, consts, batch):
         params, features, yaw = consts
         text = model.apply(params, batch["tokens"], batch["token_len"], method=Navigator.encode)
-        return navigator_policy(model, params, features, yaw, crop, text)
+        return navigator_policy(model, params, features, yaw, crop, text, convention=convention)
     return factory
 
 
@@ -114,6 +117,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         raise ValueError(f"mode must be one of {MODES}, got {config.mode!r}")
     if config.model.name not in MODELS:
         raise ValueError(f"model.name must be one of {MODELS}, got {config.model.name!r}")
+    if config.model.ablation not in ABLATIONS:
+        raise ValueError(f"model.ablation must be one of {ABLATIONS}, got "
+                         f"{config.model.ablation!r}")
     check_eval(config, METRICS)
     run = Run.start(config, workdir, RESUMABLE_CHANGES)
     if config.mode == "baselines":
@@ -127,11 +133,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     sim = run.replicate(td.compile_sim(data["graph"]))
     features = run.replicate(jnp.asarray(data["features"]))
 
-    train_step = dp.make_train_step(imitation_loss(model, config.crop, config.train_horizon),
+    train_step = dp.make_train_step(imitation_loss(model, config.crop, config.train_horizon,
+                                                   data["convention"]),
                                     run.mesh, num_consts=2)
     train_eps = data["episodes"][d.train_split]
     sample = dp.episode_sampler({k: train_eps[k] for k in BATCH_KEYS}, config.batch_size, run.mesh)
-    rollout = nav_eval.make_rollout(model_factory(model, config.crop), config.eval.horizon)
+    rollout = nav_eval.make_rollout(model_factory(model, config.crop, data["convention"]),
+                                    config.eval.horizon)
     hops = {s: nav_episodes.hops_to_goal(data["graph"], data["episodes"][s]["goal"])
             for s in {d.dev_split, *splits(d.eval_splits)}}   # [E, N] each: not for train
 

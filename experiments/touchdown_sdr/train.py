@@ -2,8 +2,9 @@
 
 `train_and_evaluate(config, workdir)` minimises KL(Gaussian target || predicted distribution over
 feature pixels) with Adam through the shared data-parallel step, stops early on accuracy within
-80 px on a tune set (7% of the training descriptions), then reports accuracy at 40 / 80 / 120 px,
-consistency and mean distance error on every evaluation split beside the Random / Center / Average
+80 px on a tune set (7% of the training descriptions), then reports accuracy and consistency at
+40 / 80 / 120 px and the mean distance error, at the official evaluation's scale
+(`ttw_jax.touchdown.sdr.metrics`), on every evaluation split beside the Random / Center / Average
 baselines, and writes heatmaps of predicted distributions with the gold location.
 """
 from __future__ import annotations
@@ -18,17 +19,24 @@ from flax.training import train_state
 
 from ttw_datasets.touchdown import touchdown_dataset_builder as td_builder
 from ttw_jax.core.train import data_parallel as dp
-from ttw_jax.core.train.run import INIT, STEPS, Run, check_eval, evaluate_best, make_optimizer
+from ttw_jax.core.train.run import (INIT, STEPS, Run, check_eval, evaluate_best, make_optimizer,
+                                    mean_over_seeds)
 from ttw_jax.core.vocab import Vocabulary
+from ttw_jax.touchdown import records as td_records
 from ttw_jax.touchdown.dataset import prepare
 from ttw_jax.touchdown.sdr import figures, metrics as sdr_metrics
-from ttw_jax.touchdown.sdr.evaluation import baseline_pixels, evaluate, make_predictor
-from ttw_jax.touchdown.sdr.losses import make_loss
+from ttw_jax.touchdown.sdr.evaluation import baseline_metrics, evaluate, make_predictor
+from ttw_jax.touchdown.sdr.losses import gaussian_target, make_loss
 from ttw_jax.touchdown.sdr.models import SDR_MODELS, build_sdr_model
 
-RESUMABLE_CHANGES = ("patience", "eval.batch_size", "eval.baselines", "data.eval_splits",
-                     "data.tfds_dir", "data.manual_dir", "write_plots", "num_heatmaps")
-METRICS = ("acc@40", "acc@80", "acc@120", "consistency", "distance")
+RESUMABLE_CHANGES = ("patience", "eval.batch_size", "eval.baselines", "eval.baseline_seeds",
+                     "data.eval_splits", "data.tfds_dir", "data.manual_dir", "write_plots",
+                     "num_heatmaps")
+METRICS = sdr_metrics.NAMES
+MODES = ("train", "baselines")
+# The official training set's mean Touchdown location (x, y), the official Average baseline's
+# prediction (lil-lab touchdown `sdr/predict.py`).
+OFFICIAL_TRAIN_MEAN = (0.5299110677027002, 0.5137217333987077)
 
 
 def split_tune(split: dict, fraction: float, seed: int) -> tuple[dict, dict]:
@@ -66,6 +74,41 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
     return dict(splits=out, vocab=vocab)
 
 
+def record_views(manual_dir: str) -> dict[str, dict]:
+    """{split: {center [E, 2], route_id [E], text}} of the views in which Touchdown is visible,
+    from the official record files in `manual_dir` (no features needed)."""
+    out = {}
+    for split, recs in td_builder.manual_split_records(manual_dir, sdr=True).items():
+        views = [v for r in recs for v in td_records.sdr_examples(r)]
+        out[split] = {"center": np.array([[v["center_x"], v["center_y"]] for v in views]),
+                      "route_id": np.array([v["route_id"] for v in views]),
+                      "text": [v["td_location_text"] for v in views]}
+    return out
+
+
+def baselines_on_records(config: ml_collections.ConfigDict) -> dict:
+    """The Random / Center / Average baselines (`eval.baselines`) on the views of the record
+    files in `data.manual_dir` (the gold locations are in the records), at the official scale;
+    Random as the mean (and std) over `eval.baseline_seeds` seeds. Average is the `train`
+    file's mean location when it is there, else the official training set's."""
+    views = record_views(config.data.manual_dir)
+    train = views.get("train", {"center": np.array([OFFICIAL_TRAIN_MEAN])})
+    results = {"config": config.to_dict(), "model": "baselines",
+               "average_location": np.asarray(train["center"]).mean(0).tolist()}
+    for split in [s for s in config.data.eval_splits.split(",") if s]:
+        if split not in views:
+            raise ValueError(f"no records of split {split!r} in {config.data.manual_dir}; it has "
+                             f"{sorted(views)}")
+        results[split] = {"examples": len(views[split]["center"]),
+                          "descriptions": len(set(views[split]["text"]))}
+        for name in [b for b in config.eval.baselines.split(",") if b]:
+            seeds = config.eval.baseline_seeds if name == "random" else 1
+            runs = [baseline_metrics(name, views[split], train, config.seed + i)
+                    for i in range(seeds)]
+            results[split][name] = mean_over_seeds(runs, METRICS)
+    return results
+
+
 def optimizer_config(config) -> ml_collections.ConfigDict:
     """`config.optim`, with the paper's learning rate for the model when it is <= 0."""
     optim = ml_collections.ConfigDict(config.optim.to_dict())
@@ -88,7 +131,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         raise ValueError(f"model.name must be one of {tuple(SDR_MODELS)}, got "
                          f"{config.model.name!r}")
     check_eval(config, METRICS)
+    if config.mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {config.mode!r}")
     run = Run.start(config, workdir, RESUMABLE_CHANGES)
+    if config.mode == "baselines":
+        results = baselines_on_records(config)
+        return run.finish(results, format_results(results))
     data = load_data(config, workdir)
     splits = data["splits"]
     train = splits["train"]
@@ -111,9 +159,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         return train_step(state, batch, jax.random.fold_in(step_key, step))
 
     def tune_metrics(params):
-        metrics, _ = evaluate(predict, params, splits["tune"], config.eval.batch_size,
-                              config.data.image_width)
-        return metrics
+        return evaluate(predict, params, splits["tune"], config.eval.batch_size)[0]
 
     state, best_params, meta = run.fit(state, step_fn, tune_metrics, eval_prefix="tune",
                                        hooks=hooks)
@@ -122,37 +168,43 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                "best_step": meta["best_step"], "last_step": meta["step"],
                "num_params": int(sum(x.size for x in jax.tree_util.tree_leaves(best_params)))}
     for split in ["tune", *[s for s in config.data.eval_splits.split(",") if s]]:
-        keep = config.num_heatmaps if split == "test" else 0
+        # heatmaps.png: the test split's first views of `num_heatmaps` distinct descriptions
+        drawn = figures.first_of_each_text(splits[split]["text"], config.num_heatmaps) \
+            if split == "test" and config.write_plots and jax.process_index() == 0 else []
         if split == "tune":   # fit's evaluation at the best step: the same numbers
             metrics = evaluate_best(meta, split, "tune", lambda: tune_metrics(best_params))
         else:
-            metrics, probs = evaluate(predict, best_params, splits[split], config.eval.batch_size,
-                                      config.data.image_width, keep_maps=keep)
+            metrics, probs, dists = evaluate(predict, best_params, splits[split],
+                                             config.eval.batch_size, keep=drawn)
         results[split] = {config.model.name: metrics, "examples": len(splits[split]["center"])}
-        h, w = splits[split]["features"].shape[1:3]
         for name in [b for b in config.eval.baselines.split(",") if b]:
-            rc = baseline_pixels(name, splits[split], train, config.seed)
-            d = sdr_metrics.distance_px(rc, splits[split]["center"], h, w, config.data.image_width)
-            results[split][name] = sdr_metrics.sdr_metrics_np(np.asarray(d),
-                                                              splits[split]["route_id"])
-        if keep and config.write_plots and jax.process_index() == 0:
-            s = splits[split]
-            figures.plot_sdr_heatmaps(np.abs(s["features"][:keep].astype(np.float32)).mean(-1), probs,
-                                  np.asarray(sdr_metrics.center_to_pixel(s["center"][:keep], h, w)),
-                                  s["text"][:keep], os.path.join(workdir, "heatmaps.png"))
+            results[split][name] = baseline_metrics(name, splits[split], train, config.seed)
+        if drawn:
+            s = {k: (v[drawn] if isinstance(v, np.ndarray) else [v[i] for i in drawn])
+                 for k, v in splits[split].items()}
+            h, w = s["features"].shape[1:3]
+            figures.plot_sdr_heatmaps(
+                np.abs(s["features"].astype(np.float32)).mean(-1), probs,
+                np.asarray(gaussian_target(s["center"], h, w, config.sigma)),
+                np.asarray(sdr_metrics.center_to_pixel(s["center"], h, w)), dists[drawn],
+                s["text"], os.path.join(workdir, "heatmaps.png"))
     return run.finish(results, format_results(results))
 
 
 def format_results(results: dict) -> str:
-    lines = [f"Touchdown SDR ({results['model']}, {results['num_params']:,} parameters, best step "
-             f"{results['best_step']}):",
-             f"{'split':6s} {'model':10s} {'acc@40':>7s} {'acc@80':>7s} {'acc@120':>7s} "
-             f"{'consist':>7s} {'dist px':>8s}"]
+    head = ("baselines on the records" if results["model"] == "baselines" else
+            f"{results['model']}, {results['num_params']:,} parameters, best step "
+            f"{results['best_step']}")
+    lines = [f"Touchdown SDR ({head}; official scale, 3,680 x 800 px; std over seeds in "
+             "brackets):",
+             f"{'split':10s} {'model':10s} " + " ".join(
+                 f"{n.replace('consistency', 'cons'):>8s}" for n in METRICS)]
     for split, res in results.items():
         if isinstance(res, dict) and "examples" in res:
             for name, m in res.items():
-                if name != "examples":
-                    lines.append(f"{split:6s} {name:10s} {m['acc@40']:7.3f} {m['acc@80']:7.3f} "
-                                 f"{m['acc@120']:7.3f} {m['consistency']:7.3f} "
-                                 f"{m['distance']:8.1f}")
+                if isinstance(m, dict):
+                    lines.append(f"{split:10s} {name:10s} " + " ".join(
+                        (f"{m[n]:8.1f}" if n == "distance" else f"{m[n]:8.3f}")
+                        + (f" ({m[n + '_std']:.3f})" if n + "_std" in m else "")
+                        for n in METRICS))
     return "\n".join(lines)

@@ -85,6 +85,34 @@ def test_shapes_and_gradients(kind, world):
         assert norms["['params']['gate']['kernel']"] > 0
 
 
+@pytest.mark.parametrize("kind", ["ga", "rconcat"])
+def test_ablations_remove_one_modality(kind, world):
+    # NO-TEXT: the logits ignore the words; NO-IMAGE: they ignore the features; the full agent
+    # reads both. Same parameters for all three (the ablations keep the architecture).
+    rng = np.random.default_rng(0)
+    tokens = jnp.asarray(rng.integers(1, len(world["vocab"]), (2, 5)), jnp.int32)
+    images = jnp.asarray(rng.normal(size=(2, 4, 3, 6)), jnp.float32)
+    prev = jnp.zeros((2, 4), jnp.int32)
+    other_tokens, other_images = (tokens % 3) + 1, images[::-1]
+    params = init(Navigator(len(world["vocab"]), kind, text_hidden=16, hidden=16,
+                            conv_features=8))
+    # GA's text only gates the image's feature maps: with no image (and the zero conv biases of
+    # a fresh init) nothing is left for it to gate.
+    for ablation, text_matters, image_matters in (("none", True, True),
+                                                  ("no_text", False, True),
+                                                  ("no_image", kind == "rconcat", False)):
+        model = Navigator(len(world["vocab"]), kind, text_hidden=16, hidden=16, conv_features=8,
+                          ablation=ablation)
+        apply = jax.jit(model.apply)
+        base = apply(params, tokens, jnp.full((2,), 5), images, prev)
+        by_text = apply(params, other_tokens, jnp.full((2,), 5), images, prev)
+        by_image = apply(params, tokens, jnp.full((2,), 5), other_images, prev)
+        assert (not np.allclose(base, by_text, atol=1e-6)) == text_matters, ablation
+        assert (not np.allclose(base, by_image, atol=1e-6)) == image_matters, ablation
+    with pytest.raises(ValueError, match="unknown ablation"):
+        init(Navigator(len(world["vocab"]), kind, ablation="no_sound"))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["ga", "rconcat"])
 def test_overfits_a_tiny_batch_through_the_scan(kind, world):

@@ -26,15 +26,17 @@ HOPS_TO_2 = np.array([2, 1, 0, 1, 2, 1], np.float32)
 
 
 def test_task_completion_examples():
-    goal = jnp.full((5,), 2)
-    final = jnp.array([2, 3, 1, 4, 5])
-    # goal itself, out-neighbour 3, out-neighbour 1, two hops away, 5 links to 2 but 2 not to 5.
-    np.testing.assert_array_equal(task_completion(final, goal, NEIGHBORS), [1, 1, 1, 0, 0])
-    assert task_completion_np(3, 2, NEIGHBORS[2]) == 1.0
-    assert task_completion_np(4, 2, NEIGHBORS[2]) == 0.0
-    assert task_completion_np(5, 2, NEIGHBORS[2]) == 0.0
-    # -1 padding in the neighbour list never matches.
-    assert task_completion_np(-1, 0, NEIGHBORS[0]) == 0.0
+    goal = jnp.array([2, 2, 2, 2, 2, 5, 0, 0])
+    final = jnp.array([2, 3, 1, 4, 5, 2, -1, 4])
+    # goal itself, neighbours 3 and 1, two hops away; the one-way link 5 -> 2 makes 5 and 2
+    # neighbours in the undirected graph (the paper's TC), whichever of them is the goal; -1
+    # (no panorama) and an unlinked panorama never count.
+    want = [1, 1, 1, 0, 1, 1, 0, 0]
+    np.testing.assert_array_equal(task_completion(final, goal, NEIGHBORS), want)
+    assert [task_completion_np(int(f), int(g), NEIGHBORS) for f, g in zip(final, goal)] == want
+    links = {2: [1, 3], 5: [2]}                               # the mapping form
+    assert task_completion_np(5, 2, links) == task_completion_np(2, 5, links) == 1.0
+    assert task_completion_np(4, 2, links) == 0.0
 
 
 def test_shortest_path_distance_example():

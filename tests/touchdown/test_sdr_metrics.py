@@ -8,18 +8,34 @@ from ttw_jax.touchdown.sdr.losses import gaussian_target, kl_loss
 
 
 def test_distances_thresholds_and_consistency_by_hand():
-    # H=10, W=30, a 3,000 px panorama: one feature pixel is 100 image pixels.
-    h, w = 10, 30
-    gold = np.asarray([[(5 + 0.5) / w, (2 + 0.5) / h]] * 4, np.float32)   # pixel (row 2, col 5)
-    pred = np.asarray([[2, 5], [2, 6], [3, 6], [2, 4]])
-    d = np.asarray(sdr.distance_px(pred, gold, h, w, image_width=3000))
-    np.testing.assert_allclose(d, [0.0, 100.0, 100 * np.sqrt(2), 100.0], rtol=1e-5)
-    # Descriptions: A = examples 0, 1; B = 2; C = 3.
-    m = sdr.sdr_metrics_np(d, np.asarray([7, 7, 8, 9]))
-    assert m["acc@40"] == 0.25 and m["acc@80"] == 0.25 and m["acc@120"] == 0.75
-    assert m["consistency"] == 0.0                     # nobody has every view within 80 px
-    m = sdr.sdr_metrics_np(np.asarray([10.0, 70.0, 90.0]), np.asarray([1, 1, 2]))
-    assert m["consistency"] == 0.5 and m["distance"] == pytest.approx(170 / 3)
+    # The official 100 x 464 feature map: 8 px per feature pixel; gold inside pixel (row 20,
+    # col 50), not at its centre (the official evaluation compares pixels, not points).
+    h, w = 100, 464
+    gold = np.asarray([[(50 + 0.9) / w, (20 + 0.1) / h]] * 5, np.float32)
+    pred = np.asarray([[20, 50], [20, 55], [23, 54], [20, 60], [29, 62]])
+    d = np.asarray(sdr.distance_px(pred, gold, h, w))
+    np.testing.assert_allclose(d, [0.0, 40.0, 40.0, 80.0, 8 * np.sqrt(81 + 144)], rtol=1e-5)
+    # Descriptions: A = examples 0, 1; B = 2, 3; C = 4. Correct means strictly within.
+    m = sdr.sdr_metrics_np(d, np.asarray(["A", "A", "B", "B", "C"]))
+    assert (m["acc@40"], m["acc@80"], m["acc@120"]) == (0.2, 0.6, 0.8)
+    assert m["consistency@40"] == 0.0                    # A's second view is 40 px off
+    assert m["consistency@80"] == pytest.approx(1 / 3)   # A; B's second view is 80 px off
+    assert m["consistency@120"] == pytest.approx(2 / 3)  # A, B; C is 120 px off
+    assert m["distance"] == pytest.approx((0 + 40 + 40 + 80 + 120) / 5)
+    assert set(m) == set(sdr.NAMES)
+
+
+def test_scale_follows_the_feature_map_height():
+    # A 25 x 116 map: 800 / 25 = 32 px per feature pixel in both axes.
+    gold = np.asarray([[0.5 / 116, 0.5 / 25]], np.float32)
+    d = np.asarray(sdr.distance_px(np.asarray([[3, 4]]), gold, 25, 116))
+    assert float(d[0]) == pytest.approx(32 * 5)
+    assert sdr.gold_pixel(np.asarray([[1.0, 1.0]]), 25, 116).tolist() == [[24, 115]]
+
+
+def test_image_distance_of_points_on_the_official_panorama():
+    d = sdr.image_distance_px([[0.0, 0.0], [0.25, 0.5]], [[1.0, 0.0], [0.25, 0.5 + 0.1]])
+    np.testing.assert_allclose(d, [3680.0, 80.0])
 
 
 def test_predicted_pixel_is_the_mode():

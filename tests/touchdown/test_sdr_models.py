@@ -20,7 +20,7 @@ SMALL = {
     "lingunet": dict(channels=6, mlp_hidden=8, **TEXT),
     "unet": dict(channels=6, mlp_hidden=8),
     "concat": dict(mlp_hidden=8, **TEXT),
-    "concatconv": dict(channels=6, mlp_hidden=8, **TEXT),
+    "concatconv": dict(mlp_hidden=8, **TEXT),
     "text2conv": dict(channels=4, mlp_hidden=8, **TEXT),
 }
 # (model, extra fields, (B, H, W, C)); the first of each model is its canonical test config.
@@ -135,6 +135,34 @@ def test_tiled_concat_dense_equals_dense_on_tiled_concat():
                                nn.Dense(7).apply(p, tiled), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("k, size", [(5, (2, 6, 7)), (3, (1, 1, 4)), (5, (3, 9, 2))])
+def test_tiled_concat_conv_equals_conv_on_tiled_concat(k, size):
+    b, h, w = size
+    rng = np.random.default_rng(3)
+    x = jnp.asarray(rng.normal(size=(b, h, w, 3)), jnp.float32)
+    t = jnp.asarray(rng.normal(size=(b, 4)), jnp.float32)
+    p = {"params": {"kernel": jnp.asarray(rng.normal(size=(k, k, 7, 5)), jnp.float32),
+                    "bias": jnp.asarray(rng.normal(size=(5,)), jnp.float32)}}
+    tiled = jnp.concatenate([x, jnp.broadcast_to(t[:, None, None], (b, h, w, 4))], -1)
+    np.testing.assert_allclose(sdr.TiledConcatConv(5, k).apply(p, x, t),
+                               nn.Conv(5, (k, k), padding="SAME").apply(p, tiled),
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_concatconv_and_text2conv_follow_the_paper():
+    # ConcatConv: one 5x5 convolution over [image; text] that keeps the C + T channels, then
+    # the MLP on its output alone; Text2Conv: a kernel predictor without bias.
+    _, params, (_, _, images), _ = canonical("concatconv")
+    c, t = images.shape[-1], 2 * TEXT["hidden"]
+    conv = params["params"]["conv"]
+    assert conv["kernel"].shape == (5, 5, c + t, c + t) and conv["bias"].shape == (c + t,)
+    assert params["params"]["mlp"]["hidden"]["kernel"].shape == (c + t, 8)
+    _, params, (_, _, images), _ = canonical("text2conv")
+    predictor = params["params"]["kernel_predictor"]
+    assert set(predictor) == {"kernel"}
+    assert predictor["kernel"].shape == (t, 5 * 5 * images.shape[-1] * 4)
+
+
 def test_text_encoder_ignores_padding():
     tokens, lengths, _ = batch(3)
     enc = sdr.TextEncoder(VOCAB, **TEXT)
@@ -172,7 +200,7 @@ def test_param_count_formula(cfg):
 
 
 def test_uniform_init_bounds():
-    # lingunet (Embed, LSTM, Conv, ConvT, Dense), concatconv (TiledConcatDense), text2conv;
+    # lingunet (Embed, LSTM, Conv, ConvT, Dense), concatconv (TiledConcatConv), text2conv;
     # unet and concat use a subset of these layers.
     for name in ("lingunet", "concatconv", "text2conv"):
         _, kw, size = next(c for c in CONFIGS if c[0] == name)

@@ -1,10 +1,12 @@
 """Touchdown SDR trainer beyond the shared contract (`tests/experiments`): it trains over 8 fake
-devices (the shared data-parallel step), what its results hold, and the tune split."""
+devices (the shared data-parallel step), what its results hold, the tune split, and the
+baselines mode on the real records."""
 import json
 import os
 
 import jax
 import numpy as np
+import pytest
 
 from experiments.touchdown_sdr import train
 from tests.experiments.contract import TrainerContract
@@ -19,7 +21,8 @@ class TestTrainer(TrainerContract):
         for name in ("lingunet", "random", "center", "average"):
             m = res["test"][name]
             assert 0 <= m["acc@40"] <= m["acc@80"] <= m["acc@120"] <= 1
-            assert 0 <= m["consistency"] <= 1 and m["distance"] > 0
+            assert all(0 <= m[f"consistency@{t}"] <= m[f"acc@{t}"] <= 1 for t in (40, 80, 120))
+            assert m["distance"] > 0
         with open(os.path.join(workdir, "metrics.jsonl")) as f:
             losses = [json.loads(line)["train/loss"] for line in f]
         assert np.isfinite(losses).all()
@@ -31,3 +34,28 @@ def test_tune_split_holds_out_whole_descriptions():
     rest, tune = train.split_tune(split, 0.1, seed=0)
     assert len(np.unique(tune["route_id"])) == 5 and len(tune["text"]) == 10
     assert not set(tune["route_id"]) & set(rest["route_id"])
+
+
+def test_baselines_mode_scores_the_real_views_without_features(tmp_path):
+    from tests.conftest import shared_path
+    from tests.experiments.trainers import TRAINERS
+    records = shared_path("touchdown", "touchdown_unseen_dev_sample.json")
+    config = TRAINERS["touchdown_sdr"].default.get_config()
+    config.mode, config.data.manual_dir = "baselines", os.path.dirname(records)
+    config.data.eval_splits, config.eval.baseline_seeds = "dev_sample", 3
+    res = train.train_and_evaluate(config, str(tmp_path))
+    dev = res["dev_sample"]
+    assert dev["examples"] == 2237 and dev["descriptions"] <= 800
+    # The centre baseline by hand: every view's gold (x, y) against (0.5, 0.5) on 3,680 x 800 px.
+    with open(records) as f:
+        golds = [json.loads(json.loads(line)[f"{v}_static_center"]) for line in f if line.strip()
+                 for v in ("main", "pre", "post")]
+    golds = np.array([[g["x"], g["y"]] for g in golds if g != {"x": -1, "y": -1}])
+    d = np.hypot((golds[:, 0] - 0.5) * 3680, (golds[:, 1] - 0.5) * 800)
+    assert len(d) == 2237
+    assert dev["center"]["distance"] == pytest.approx(d.mean())
+    assert dev["center"]["acc@80"] == pytest.approx(np.mean(d < 80))
+    assert dev["average"]["distance"] < dev["center"]["distance"] < dev["random"]["distance"]
+    assert "acc@80_std" in dev["random"] and "acc@80_std" not in dev["center"]
+    assert res["average_location"] == pytest.approx(train.OFFICIAL_TRAIN_MEAN)
+    assert not (tmp_path / "checkpoints").exists()

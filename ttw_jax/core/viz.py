@@ -30,8 +30,9 @@ def subplots(*args, **kwargs):
     return plt.subplots(*args, **kwargs)
 
 
-def save(fig, path: str, dpi: int = 100) -> None:
-    """Lays out `fig`, writes it to `path` (PNG) and closes it."""
-    fig.tight_layout()
+def save(fig, path: str, dpi: int = 100, rect=None) -> None:
+    """Lays out `fig` (inside `rect` = (left, bottom, right, top) in figure fractions, e.g. to
+    leave room for a figure legend), writes it to `path` (PNG) and closes it."""
+    fig.tight_layout(rect=rect)
     fig.savefig(path, dpi=dpi)
     plt.close(fig)

@@ -6,6 +6,8 @@ CNN, and keep a 256-unit LSTM over time whose input also holds the previous acti
 - RConcat concatenates text vector, image vector and previous-action embedding.
 - GA (gated attention) multiplies the CNN's feature maps channel-wise by a sigmoid gate computed
   from the text vector, then flattens them; text enters only through the gate.
+`ablation` (the paper's App. F, Table 8): 'no_text' replaces the text vector with zeros, and
+'no_image' the image crop, so the agent keeps its architecture and loses one modality.
 The model is called once per step (`step`), so it runs inside the simulator's `lax.scan`.
 """
 from __future__ import annotations
@@ -35,8 +37,11 @@ class InstructionEncoder(nn.Module):
         return h
 
 
+ABLATIONS = ("none", "no_text", "no_image")
+
+
 class Navigator(nn.Module):
-    """`kind` is 'rconcat' or 'ga'."""
+    """`kind` is 'rconcat' or 'ga'; `ablation` one of ABLATIONS."""
     vocab_size: int
     kind: str = "ga"
     embed_dim: int = 32
@@ -44,10 +49,13 @@ class Navigator(nn.Module):
     hidden: int = 256
     conv_features: int = 64
     action_dim: int = 16
+    ablation: str = "none"
 
     def setup(self):
         if self.kind not in ("rconcat", "ga"):
             raise ValueError(f"unknown navigator kind {self.kind!r} (rconcat | ga)")
+        if self.ablation not in ABLATIONS:
+            raise ValueError(f"unknown ablation {self.ablation!r}; choose from {ABLATIONS}")
         self.text = InstructionEncoder(self.vocab_size, self.embed_dim, self.text_hidden)
         self.conv1 = nn.Conv(self.conv_features, (3,), padding="SAME")
         self.conv2 = nn.Conv(self.conv_features, (3,), strides=(2,), padding="SAME")
@@ -58,8 +66,9 @@ class Navigator(nn.Module):
         self.head = nn.Sequential([nn.Dense(self.hidden), nn.relu, nn.Dense(NUM_ACTIONS)])
 
     def encode(self, tokens: jax.Array, lengths: jax.Array) -> jax.Array:
-        """Text vectors [B, text_hidden]."""
-        return self.text(tokens, lengths)
+        """Text vectors [B, text_hidden] (zeros under 'no_text')."""
+        text = self.text(tokens, lengths)
+        return jnp.zeros_like(text) if self.ablation == "no_text" else text
 
     def initial_carry(self, batch_size: int):
         """LSTM carry (c, h), each [B, hidden]."""
@@ -68,6 +77,8 @@ class Navigator(nn.Module):
 
     def step(self, carry, text: jax.Array, image: jax.Array, prev_action: jax.Array):
         """One decision: returns (carry, action logits [B, 4])."""
+        if self.ablation == "no_image":
+            image = jnp.zeros_like(image)
         x = nn.relu(self.conv1(image))
         if self.kind == "ga":
             x = x * nn.sigmoid(self.gate(text))[:, None, :]
@@ -91,8 +102,10 @@ class Navigator(nn.Module):
 
 
 def navigator_policy(model: Navigator, params, features: jax.Array, yaw: jax.Array, crop: int,
-                     text: jax.Array, gold: jax.Array | None = None, greedy: bool = True):
-    """A simulator policy (`ttw_jax.core.env`) driven by `model`.
+                     text: jax.Array, gold: jax.Array | None = None, greedy: bool = True,
+                     convention: str = "centred"):
+    """A simulator policy (`ttw_jax.core.env`) driven by `model`; it sees the `crop` columns of
+    the feature table around its heading (`convention`: the table's, `features.CONVENTIONS`).
 
     Returns (policy, initial carry). With `gold` [B, T] the demonstrated action is executed
     (teacher forcing); otherwise the argmax (greedy) or a sample. The policy's per-step output
@@ -100,7 +113,7 @@ def navigator_policy(model: Navigator, params, features: jax.Array, yaw: jax.Arr
     """
     def policy(carry, state, t, key):
         lstm, prev = carry
-        image = crop_to_heading(features, yaw, state.pano, state.heading, crop)
+        image = crop_to_heading(features, yaw, state.pano, state.heading, crop, convention)
         lstm, logits = model.apply(params, lstm, text, image, prev, method=Navigator.step)
         action = choose_action(logits, t, key, gold, greedy)
         return (lstm, action), action, logits

@@ -1,11 +1,19 @@
 """Per-panorama visual feature tables and the crop an agent sees at its heading.
 
-A table is [N, W, C]: for each graph node, W columns spanning 360 degrees of its panorama
-(equirectangular, the image centre at the node's `yaw`, column 0 starting at yaw - 180) with C
-features each (e.g. a CNN feature map pooled over image rows). Users supply their own table
-(`load_pano_features`); `synthetic_pano_features` makes one from the graph itself, in which the
-streets leaving a panorama and whether it is an intersection are visible, so agents can learn to
-follow streets and count intersections with no images.
+A table is [N, W, C]: for each graph node, W columns spanning 360 degrees of its panorama with C
+features each (e.g. a CNN feature map pooled over image rows). Where a heading falls in a table
+is its column convention (`CONVENTIONS`):
+- "centred": column 0 starts at yaw - 180 degrees (the image centre at the node's `yaw`); the
+  synthetic tables use it.
+- "official": the official Touchdown features (lil-lab `navigator.py`): the navigator rolls a
+  panorama's feature map by `shift = int(W * (157.5 + pano_yaw - heading) / 360)` columns
+  (`np.roll`, Python's truncating `int`) and the agent's heading is then the middle column W // 2,
+  so heading h is column (W // 2 - shift) mod W of the file as released (about yaw - 22.5 + h
+  degrees from column 0): official files loaded as "centred" would be rotated by 157.5 degrees.
+Users supply their own table (`load_pano_features`; `official_navigation_table` converts the
+official per-panorama `.npy` files); `synthetic_pano_features` makes one from the graph itself, in
+which the streets leaving a panorama and whether it is an intersection are visible, so agents can
+learn to follow streets and count intersections with no images.
 """
 from __future__ import annotations
 
@@ -18,17 +26,33 @@ import numpy as np
 from ttw_jax.core.pano_graph import NodeTable, PanoGraph
 
 
-def heading_column(yaw, heading, width: int):
-    """Column [B] (int) of a width-W panorama that looks towards `heading` (degrees)."""
-    frac = jnp.mod(jnp.asarray(heading, jnp.float32) - yaw + 180.0, 360.0) / 360.0
+CONVENTIONS = ("centred", "official")
+OFFICIAL_SHIFT_DEGREES = 157.5     # `shift_angle = 157.5 + pano_yaw - heading` (navigator.py)
+
+
+def check_convention(convention: str) -> None:
+    if convention not in CONVENTIONS:
+        raise ValueError(f"feature column convention must be one of {CONVENTIONS}, got "
+                         f"{convention!r}")
+
+
+def heading_column(yaw, heading, width: int, convention: str = "centred"):
+    """Column [B] (int) of a width-W panorama of yaw [B] that looks towards `heading` [B]
+    (degrees), under the table's column `convention` (module docstring)."""
+    check_convention(convention)
+    heading = jnp.asarray(heading, jnp.float32)
+    if convention == "official":
+        shift = jnp.trunc(width * (OFFICIAL_SHIFT_DEGREES + yaw - heading) / 360.0)
+        return jnp.mod(width // 2 - shift.astype(jnp.int32), width)
+    frac = jnp.mod(heading - yaw + 180.0, 360.0) / 360.0
     return jnp.floor(frac * width).astype(jnp.int32) % width
 
 
 def crop_to_heading(features: jax.Array, yaw: jax.Array, pano: jax.Array, heading: jax.Array,
-                    crop: int) -> jax.Array:
+                    crop: int, convention: str = "centred") -> jax.Array:
     """The `crop` columns centred on each agent's heading: [B, crop, C] from table [N, W, C]."""
     width = features.shape[1]
-    centre = heading_column(yaw[pano], heading, width)
+    centre = heading_column(yaw[pano], heading, width, convention)
     cols = jnp.mod(centre[:, None] + jnp.arange(crop) - crop // 2, width)
     return features[pano[:, None], cols].astype(jnp.float32)
 
@@ -50,11 +74,12 @@ def synthetic_pano_features(graph: PanoGraph, width: int = 16, dim: int = 32, no
     return table.astype(np.float16)
 
 
-def load_pano_features(path: str, nodes: NodeTable) -> np.ndarray:
-    """A user feature table aligned to `nodes`: [N, W, C].
+def load_pano_features(path: str, nodes: NodeTable) -> tuple[np.ndarray, str]:
+    """(table [N, W, C] aligned to `nodes`, its column convention) from a user feature file.
 
-    `path` is an `.npz` with arrays `panoids` [M] (str) and `features` [M, W, C]; every graph node
-    must be present (extra panoids are ignored).
+    `path` is an `.npz` with arrays `panoids` [M] (str) and `features` [M, W, C], and optionally
+    `convention` (a string of CONVENTIONS; "centred" when absent; `official_navigation_table`
+    writes "official"); every graph node must be present (extra panoids are ignored).
     """
     if not os.path.exists(path):
         raise FileNotFoundError(f"panorama feature file missing: {path} (an .npz with 'panoids' "
@@ -65,6 +90,8 @@ def load_pano_features(path: str, nodes: NodeTable) -> np.ndarray:
             if key not in z:
                 raise ValueError(f"{path}: missing array '{key}'")
         ids, feats = [str(p) for p in z["panoids"]], z["features"]
+        convention = str(z["convention"]) if "convention" in z else "centred"
+    check_convention(convention)
     if feats.ndim != 3 or feats.shape[0] != len(ids):
         raise ValueError(f"{path}: 'features' has shape {feats.shape}, expected "
                          f"[{len(ids)}, W, C] to match 'panoids'")
@@ -73,4 +100,33 @@ def load_pano_features(path: str, nodes: NodeTable) -> np.ndarray:
     if missing:
         raise ValueError(f"{path}: {len(missing)} graph panoramas have no features, e.g. "
                          f"{missing[:3]}")
-    return feats[[row[p] for p in nodes.ids]]
+    return feats[[row[p] for p in nodes.ids]], convention
+
+
+def official_navigation_table(feature_dir: str, panoids, dtype=np.float16) -> np.ndarray:
+    """[M, W, C] navigation table of the official per-panorama feature maps
+    `<feature_dir>/<panoid>.npy` ([H, W, C], e.g. 100 x 464 x 128), each the mean over its image
+    rows, in the official column convention (columns as released; no roll here, the crop applies
+    the official formula). FileNotFoundError names the first missing panoramas."""
+    panoids = [str(p) for p in panoids]
+    paths = [os.path.join(feature_dir, f"{p}.npy") for p in panoids]
+    missing = [p for p in paths if not os.path.isfile(p)]
+    if missing:
+        raise FileNotFoundError(f"{len(missing)} of {len(paths)} official feature files missing "
+                                f"in {feature_dir}, e.g. {missing[:3]} (one `<panoid>.npy` "
+                                "[H, W, C] per panorama, see BUILD.md)")
+    rows = []
+    for path in paths:
+        x = np.load(path, allow_pickle=False)
+        if x.ndim != 3 or (rows and x.shape[1:] != rows[0].shape):
+            raise ValueError(f"{path}: shape {x.shape}, expected [H, W, C] like the others")
+        rows.append(x.astype(np.float32).mean(0).astype(dtype))
+    return np.stack(rows)
+
+
+def write_navigation_table(path: str, panoids, table: np.ndarray, convention: str) -> None:
+    """Writes a table for `load_pano_features` (`panoids` [M], `features` [M, W, C],
+    `convention`)."""
+    check_convention(convention)
+    np.savez(path, panoids=np.asarray([str(p) for p in panoids]), features=table,
+             convention=np.asarray(convention))

@@ -9,19 +9,20 @@ from ttw_jax.touchdown import env as td
 from ttw_jax.touchdown.agents import Navigator, navigator_policy
 
 
-def imitation_loss(model: Navigator, crop: int, horizon: int):
+def imitation_loss(model: Navigator, crop: int, horizon: int, convention: str = "centred"):
     """loss_fn(params, batch, rng, sim, features) -> (CE of the gold actions, metrics).
 
     The CE is averaged over each episode's gold actions, then over episodes (so every episode
     weighs the same and the loss of equal shards averages to the global loss).
 
     The gold actions drive the simulator inside `lax.scan` while the model predicts each one from
-    the state the simulator reaches; steps past `gold_len` are masked out.
+    the state the simulator reaches; steps past `gold_len` are masked out. `convention`: the
+    feature table's column convention (`ttw_jax.touchdown.features`).
     """
     def loss_fn(params, batch, rng, sim, features):
         text = model.apply(params, batch["tokens"], batch["token_len"], method=Navigator.encode)
         policy, carry = navigator_policy(model, params, features, sim.graph.yaw, crop, text,
-                                         gold=batch["gold"])
+                                         gold=batch["gold"], convention=convention)
         state = batched(td.reset)(sim, batch["start_pano"], batch["start_heading"])
         _, _, traj = rollout(td.step, sim, state, policy, carry, rng, horizon)
         logits = traj.output                                  # [T, B, 4]

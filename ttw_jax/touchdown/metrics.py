@@ -1,8 +1,9 @@
 """Touchdown navigation metrics (Chen et al., 2019): TC, SPD and SED.
 
 Choices, stated once:
-- TC (task completion) is 1 when the final panorama is the goal or one of the goal's
-  out-neighbours in the links graph (`neighbors[goal]`), else 0.
+- TC (task completion) is 1 when the final panorama is the goal or one of its neighbours in
+  the undirected graph (section 3.1: "the goal position or one of its neighboring nodes"): a
+  link in either direction, `final in neighbors[goal]` or `goal in neighbors[final]`, else 0.
 - SPD (shortest-path distance) is the hop count from the final panorama to the goal on the
   directed links graph, ignoring heading; the batched version reads it from caller-supplied rows
   `dist_to_goal[b, n]` (hops from n to the goal of episode b), the NumPy twin runs a BFS.
@@ -29,13 +30,14 @@ from ttw_jax.core.sequence import (dedup_consecutive, dedup_consecutive_np, leve
 def task_completion(final: ArrayLike, goal: ArrayLike, neighbors: ArrayLike) -> jax.Array:
     """TC per episode: final [B] int, goal [B] int, neighbors [N, K] int (out-links, -1 padded).
 
-    Returns [B] float32, 1.0 where final == goal or final is in neighbors[goal].
+    Returns [B] float32, 1.0 where final == goal or a link joins them in either direction.
     """
     final = jnp.asarray(final, jnp.int32)
     goal = jnp.asarray(goal, jnp.int32)
-    nbrs = jnp.asarray(neighbors, jnp.int32)[goal]  # [B, K]
-    adjacent = jnp.any((nbrs == final[:, None]) & (nbrs >= 0), axis=-1)
-    return ((final == goal) | adjacent).astype(jnp.float32)
+    neighbors = jnp.asarray(neighbors, jnp.int32)
+    out_of_goal = jnp.any(neighbors[goal] == final[:, None], axis=-1)                # [B]
+    into_goal = (final >= 0) & jnp.any(neighbors[jnp.maximum(final, 0)] == goal[:, None], -1)
+    return ((final == goal) | ((final >= 0) & out_of_goal) | into_goal).astype(jnp.float32)
 
 
 def shortest_path_distance(final: ArrayLike, dist_to_goal: ArrayLike) -> jax.Array:
@@ -77,9 +79,12 @@ def touchdown_metrics(final: ArrayLike, goal: ArrayLike, neighbors: ArrayLike,
 
 # NumPy / Python twins for evaluation reports.
 
-def task_completion_np(final: int, goal: int, neighbors_of_goal: Iterable[int]) -> float:
-    """Returns 1.0 if final is the goal or one of its out-neighbours, else 0.0."""
-    return float(final == goal or final in set(int(n) for n in neighbors_of_goal if n >= 0))
+def task_completion_np(final: int, goal: int,
+                       neighbors: np.ndarray | Mapping[int, Iterable[int]]) -> float:
+    """1.0 if final is the goal or linked to it in either direction, else 0.0; neighbors: [N, K]
+    int array padded with -1, or a mapping node -> out-neighbours."""
+    links = _out_links(neighbors)
+    return float(final == goal or final in links.get(goal, []) or goal in links.get(final, []))
 
 
 def sed_np(pred: Sequence[int], ref: Sequence[int], tc: float) -> float:
@@ -128,7 +133,7 @@ def touchdown_metrics_np(episodes: Iterable[Mapping[str, Sequence[int]]],
     for ep in episodes:
         pred, ref = list(ep["pred"]), list(ep["ref"])
         final, goal = pred[-1], ref[-1]
-        tc = task_completion_np(final, goal, links.get(goal, []))
+        tc = task_completion_np(final, goal, links)
         tcs.append(tc)
         spds.append(hop_distance_np(links, final, goal))
         seds.append(sed_np(pred, ref, tc))

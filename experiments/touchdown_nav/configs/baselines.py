@@ -1,5 +1,5 @@
 r"""Stop / Frequent / Random baselines on the real Touchdown records, horizon 50 (Chen et al. 2019,
-Table 3), plus the gold actions replayed through the simulator as a check of its rules; nothing
+Table 5), plus the gold actions replayed through the simulator as a check of its rules; nothing
 is trained. Name the downloaded records and graph:
 
   python -m experiments.touchdown_nav.main --config=experiments/touchdown_nav/configs/baselines.py \
@@ -17,5 +17,5 @@ def get_config():
     c.data.max_tokens = 8          # the baselines read no text
     c.data.max_route = 128
     c.train_horizon = 128          # the gold replay's horizon (nothing is trained)
-    c.eval.baseline_seeds = 5
+    c.eval.baseline_seeds = 25     # Random: standard error of TC below 0.1 points (std ~0.4)
     return c

@@ -10,12 +10,15 @@ import ml_collections
 from ttw_jax.core.train.run import optim_config
 
 # Config keys of earlier releases: overriding one on the command line names its replacement.
-RENAMED = {"learning_rate": "optim.learning_rate"}
+RENAMED = {"learning_rate": "optim.learning_rate",
+           "data.image_width": "removed: SDR distances are measured at the official evaluation's "
+                               "scale (3,680 x 800 px, ttw_jax.touchdown.sdr.metrics)"}
 
 
 def get_config():
     c = ml_collections.ConfigDict()
     c.seed = 0
+    c.mode = "train"               # train | baselines (Random / Center / Average on the records)
     c.model = ml_collections.ConfigDict()
     c.model.name = "lingunet"      # lingunet | concat | concatconv | text2conv | unet
     c.model.levels = 2             # LingUNet m
@@ -44,13 +47,13 @@ def get_config():
     c.data.tune_fraction = 0.07    # of train descriptions, held out for early stopping
     c.data.eval_splits = "dev,test"
     c.data.max_tokens = 48
-    c.data.image_width = 3000      # panorama width in pixels: thresholds are in these pixels
 
     c.eval = ml_collections.ConfigDict()
     c.eval.metric = "acc@80"       # tune-set early stopping and best parameters
     c.eval.mode = "max"
     c.eval.batch_size = 64
     c.eval.baselines = "random,center,average"
+    c.eval.baseline_seeds = 1      # baselines mode: Random's mean (and std) over this many seeds
     c.write_plots = True
     c.num_heatmaps = 6
     return c

@@ -1,19 +1,30 @@
-"""Touchdown SDR at the paper's sizes (Chen et al. 2019, App. C/D): 300-d word vectors, a 300-unit
-BiLSTM, LingUNet with m=2 and 128 channels on 100 x 464 x 128 feature maps (8 ResNet18 slices),
-batch 10. Needs the real data (`--config.data.manual_dir` with the records and
+"""Touchdown SDR at the paper's settings (Chen et al. 2019, section 6, App. D) and the official
+`sdr/train.py`: 300-d word vectors, a 300-unit BiLSTM (mean of its states), dropout 0.5 on the
+word embeddings, LingUNet with m = 2 and 128 channels on 100 x 464 x 128 feature maps (8
+ResNet18 slices), Text2Conv with 5 x 5 x 128 x 128 text kernels, per-pixel MLPs of 128 hidden
+units, batch 10, Adam at 5e-4 for LingUNet and 1e-3 for the others, early stopping on the tune
+set's accuracy at 80 px with patience 4 (the official loop stops after a fourth evaluation
+without improvement). The paper initialises from U[-0.1, 0.1]; the official SDR code keeps
+PyTorch's default initialisers, and so does this config (`--config.model.uniform_init=True`
+gives the paper's). Needs the real data (`--config.data.manual_dir` with the records and
 `features/<panoid>.npy`) and an accelerator."""
 from experiments.touchdown_sdr.configs import default
 
 
 def get_config():
     c = default.get_config()
-    c.model.channels = 128
+    c.model.levels = 2
+    c.model.channels = 128         # LingUNet C' and Text2Conv's kernel outputs (paper: 128)
     c.model.mlp_hidden = 128
     c.model.embed_dim = 300
     c.model.hidden = 300
+    c.model.dropout = 0.5
+    c.model.uniform_init = False   # the official code's initialisers (paper: U[-0.1, 0.1])
+    c.optim.learning_rate = -1.0   # 5e-4 for LingUNet, 1e-3 for the others
     c.batch_size = 10
     c.num_steps = 100_000
     c.eval_every = 1000
+    c.patience = 4
     c.data.tfds_config = "sdr"
     c.data.max_tokens = 128
     return c

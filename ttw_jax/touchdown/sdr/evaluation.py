@@ -1,6 +1,9 @@
 """SDR evaluation: the model's metrics over a split in fixed-size chunks, and the non-learning
-baselines (a random pixel, the centre pixel, the training set's mean location)."""
+baselines (a random point, the centre, the training set's mean location), at the official
+evaluation's scale (`metrics`)."""
 from __future__ import annotations
+
+from typing import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -19,34 +22,47 @@ def make_predictor(model):
     return predict
 
 
-def evaluate(predict, params, split: dict, batch_size: int, image_width: int,
-             keep_maps: int = 0) -> tuple[dict, np.ndarray]:
-    """SDR metrics of a split and the first `keep_maps` predicted distributions [k, H, W]."""
+def groups_of(split: dict) -> np.ndarray:
+    """What consistency groups by: the descriptions' texts (the official evaluation's unique
+    sentences), else their route ids."""
+    return np.asarray(split["text"] if "text" in split else split["route_id"])
+
+
+def evaluate(predict, params, split: dict, batch_size: int,
+             keep: Sequence[int] = ()) -> tuple[dict, np.ndarray, np.ndarray]:
+    """(SDR metrics of a split, the predicted distributions [k, H, W] of the examples `keep`,
+    every example's distance in px [E])."""
     n, h, w = len(split["center"]), *split["features"].shape[1:3]
-    dists, maps = [], []
+    keep = np.asarray(keep, int)
+    dists, maps = [], np.zeros((len(keep), h, w), np.float32)
     for start in range(0, n, batch_size):
         idx = np.arange(start, start + batch_size)
         idx = np.where(idx < n, idx, 0)   # pad the last chunk: one compiled shape
         lp = predict(params, split["tokens"][idx], split["token_len"][idx], split["features"][idx])
-        d = sdr_metrics.distance_px(sdr_metrics.predicted_pixel(lp), split["center"][idx], h, w,
-                                    image_width)
+        d = sdr_metrics.distance_px(sdr_metrics.predicted_pixel(lp), split["center"][idx], h, w)
         dists.append(np.asarray(d)[:min(batch_size, n - start)])
-        if len(maps) * batch_size < keep_maps:
-            maps.append(np.exp(np.asarray(lp)))
-    probs = np.concatenate(maps)[:keep_maps] if maps else np.zeros((0, h, w))
-    return sdr_metrics.sdr_metrics_np(np.concatenate(dists), split["route_id"]), probs
+        here = (keep >= start) & (keep < start + batch_size)
+        if here.any():
+            maps[here] = np.exp(np.asarray(lp)[keep[here] - start])
+    dists = np.concatenate(dists)
+    return sdr_metrics.sdr_metrics_np(dists, groups_of(split)), maps, dists
 
 
-def baseline_pixels(name: str, split: dict, train: dict, seed: int) -> np.ndarray:
-    """(row, col) [E, 2] predicted by a non-learning baseline: a uniformly random pixel, the
-    centre pixel, or the pixel of the training set's mean location."""
-    n, h, w = len(split["center"]), *split["features"].shape[1:3]
+def baseline_points(name: str, split: dict, train: dict, seed: int) -> np.ndarray:
+    """Normalised (x, y) [E, 2] predicted by a non-learning baseline (the official
+    `predict_baselines`): a uniformly random point, the centre, or the training set's mean
+    location."""
+    n = len(split["center"])
     if name == "random":
-        rng = np.random.default_rng(seed)
-        return np.stack([rng.integers(0, h, n), rng.integers(0, w, n)], -1)
+        return np.random.default_rng(seed).uniform(0.0, 1.0, (n, 2))
     if name == "center":
-        return np.tile([[h // 2, w // 2]], (n, 1))
+        return np.full((n, 2), 0.5)
     if name == "average":
-        rc = np.asarray(sdr_metrics.center_to_pixel(train["center"].mean(0), h, w))
-        return np.tile(np.clip(np.round(rc), 0, [h - 1, w - 1]).astype(int), (n, 1))
+        return np.tile(np.asarray(train["center"], np.float64).mean(0), (n, 1))
     raise ValueError(f"unknown SDR baseline {name!r}; choose from {BASELINES}")
+
+
+def baseline_metrics(name: str, split: dict, train: dict, seed: int) -> dict:
+    """SDR metrics of a non-learning baseline, measured on the panorama in image pixels."""
+    d = sdr_metrics.image_distance_px(baseline_points(name, split, train, seed), split["center"])
+    return sdr_metrics.sdr_metrics_np(d, groups_of(split))

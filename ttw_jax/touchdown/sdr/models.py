@@ -9,8 +9,8 @@ log_softmax over the H*W positions), through the common call
   transposed-convolution decoder back to H x W, then a per-pixel MLP.
 - UNet: LingUNet without language (G_k = F_k); accepts and ignores tokens/lengths.
 - Concat: the text vector next to every pixel's features, a 2-layer per-pixel MLP.
-- ConcatConv: a 5x5 convolution over the image first, then as Concat.
-- Text2Conv: a per-example 5x5 kernel predicted from the text, then a per-pixel MLP.
+- ConcatConv: as Concat, with a 5x5 convolution over the concatenation before the MLP.
+- Text2Conv: a per-example 5x5 kernel predicted from the text (no bias), then a per-pixel MLP.
 
 The text vector is the mean over real tokens of a BiLSTM's states (`TextEncoder`), with dropout
 on the word embeddings (rng stream 'dropout', active for `deterministic=False`).
@@ -230,11 +230,62 @@ class Concat(nn.Module):
         return PixelTextMLP(self.mlp_hidden, self.init_scale, name="mlp")(images, text)
 
 
+def tiled_conv_taps(h: int, w: int, k: int) -> jax.Array:
+    """[h, w, k, k] float32: 1 where the kernel tap (dy, dx) of a 'SAME' k x k convolution at
+    pixel (y, x) reads a pixel inside the h x w map, else 0 (it reads the zero padding)."""
+    pad = (k - 1) // 2
+    ys = jnp.arange(h)[:, None] + jnp.arange(k)[None] - pad                   # [h, k]
+    xs = jnp.arange(w)[:, None] + jnp.arange(k)[None] - pad                   # [w, k]
+    inside_y = (ys >= 0) & (ys < h)
+    inside_x = (xs >= 0) & (xs < w)
+    return (inside_y[:, None, :, None] & inside_x[None, :, None, :]).astype(jnp.float32)
+
+
+class TiledConcatConv(nn.Module):
+    """A k x k 'SAME' convolution (with bias) of [x; tile(text)] per pixel, x [B, H, W, C],
+    text [B, T] -> [B, H, W, features], computed without materialising the tiling: the text
+    part of the kernel sees the same vector at every tap inside the map, so it is the text's
+    projection through each tap, summed over the taps that fall inside (`tiled_conv_taps`).
+    Kernel [k, k, C + T, features] (the tiled convolution's own layout), bias [features]."""
+    features: int
+    kernel_size: int = 5
+    init_scale: float | None = None
+
+    @nn.compact
+    def __call__(self, x: jax.Array, text: jax.Array) -> jax.Array:
+        k, c = self.kernel_size, x.shape[-1]
+        init = nn.initializers.lecun_normal() if self.init_scale is None else \
+            _uniform(self.init_scale)
+        kernel = self.param("kernel", init, (k, k, c + text.shape[-1], self.features))
+        bias = self.param("bias", nn.initializers.zeros, (self.features,))
+        image = lax.conv_general_dilated(x, kernel[:, :, :c], (1, 1), "SAME",
+                                         dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        per_tap = jnp.einsum("bt,yxtf->byxf", text, kernel[:, :, c:])           # [B, k, k, F]
+        taps = tiled_conv_taps(x.shape[1], x.shape[2], k)
+        return image + jnp.einsum("hwyx,byxf->bhwf", taps, per_tap) + bias
+
+
+class PixelMLP(nn.Module):
+    """Per-pixel 2-layer MLP (Dense(mlp_hidden) with bias -> ReLU -> Dense(1) without bias):
+    features [B, H, W, D] -> log-probabilities [B, H, W]."""
+    mlp_hidden: int = 128
+    init_scale: float | None = None
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        kinit = _inits(self.init_scale, "kernel_init")
+        h = nn.relu(nn.Dense(self.mlp_hidden, name="hidden", **kinit)(x))
+        return pixel_log_softmax(nn.Dense(1, use_bias=False, name="out", **kinit)(h)[..., 0])
+
+
 class ConcatConv(nn.Module):
-    """ReLU(Conv_kxk(images)) with `channels` outputs, then as `Concat`.
-    Returns log-probabilities [B, H, W]."""
+    """The text vector tiled next to every pixel's features, one k x k convolution over the
+    concatenation that keeps its C + T channels (no activation, as the official
+    `VisualConvNetwork`), then the per-pixel MLP of `Concat` on the convolution's output (App.
+    D: "after concatenating the text and image features and before applying the MLP, we mix the
+    features across the feature map by applying a single convolution"). Returns
+    log-probabilities [B, H, W]."""
     vocab_size: int
-    channels: int = 128
     mlp_hidden: int = 128
     embed_dim: int = 300
     hidden: int = 300
@@ -247,18 +298,20 @@ class ConcatConv(nn.Module):
                  deterministic: bool = True) -> jax.Array:
         text = TextEncoder(self.vocab_size, self.embed_dim, self.hidden, self.dropout,
                            self.init_scale, name="text")(tokens, lengths, deterministic)
-        x = nn.relu(nn.Conv(self.channels, (self.kernel_size,) * 2, padding="SAME", name="conv",
-                            **_inits(self.init_scale, "kernel_init"))(images))
-        return PixelTextMLP(self.mlp_hidden, self.init_scale, name="mlp")(x, text)
+        x = TiledConcatConv(images.shape[-1] + text.shape[-1], self.kernel_size,
+                            self.init_scale, name="conv")(images, text)
+        return PixelMLP(self.mlp_hidden, self.init_scale, name="mlp")(x)
 
 
 class Text2Conv(nn.Module):
-    """A Dense maps the text vector to a per-example kernel [k, k, C, channels]; the image is
-    convolved with it ('SAME'), then ReLU and a per-pixel MLP (Dense -> ReLU -> Dense(1)).
-    Returns log-probabilities [B, H, W].
+    """A Dense without bias maps the text vector to a per-example kernel [k, k, C, channels]
+    (App. D: "a single learned layer without biases or non-linearities"); the image is
+    convolved with it ('SAME'), and the per-pixel MLP of `Concat` runs on the convolution's
+    output (Dense -> ReLU -> Dense(1)). Returns log-probabilities [B, H, W].
 
-    The kernel predictor has 2*hidden * k*k*C*channels weights (61M for the paper's C=128,
-    hidden=300 and the default channels=32), hence the smaller default.
+    The kernel predictor has 2*hidden * k*k*C*channels weights: 409,600 per text unit at the
+    paper's C = channels = 128 (`configs/paper.py`), 245.8M with its 600-d text vector; the CPU
+    default keeps `channels` small.
     """
     vocab_size: int
     channels: int = 32
@@ -275,12 +328,10 @@ class Text2Conv(nn.Module):
         text = TextEncoder(self.vocab_size, self.embed_dim, self.hidden, self.dropout,
                            self.init_scale, name="text")(tokens, lengths, deterministic)
         k, c = self.kernel_size, images.shape[-1]
-        kinit = _inits(self.init_scale, "kernel_init")
-        kernels = nn.Dense(k * k * c * self.channels, name="kernel_predictor", **kinit)(text)
-        x = nn.relu(per_example_conv(images, kernels.reshape(-1, k, k, c, self.channels)))
-        h = nn.relu(nn.Dense(self.mlp_hidden, name="mlp_hidden", **kinit)(x))
-        scores = nn.Dense(1, use_bias=False, name="mlp_out", **kinit)(h)[..., 0]
-        return pixel_log_softmax(scores)
+        kernels = nn.Dense(k * k * c * self.channels, use_bias=False, name="kernel_predictor",
+                           **_inits(self.init_scale, "kernel_init"))(text)
+        x = per_example_conv(images, kernels.reshape(-1, k, k, c, self.channels))
+        return PixelMLP(self.mlp_hidden, self.init_scale, name="mlp")(x)
 
 
 SDR_MODELS = {"lingunet": LingUNet, "concat": Concat, "concatconv": ConcatConv,

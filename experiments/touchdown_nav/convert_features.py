@@ -1,0 +1,53 @@
+r"""Converts the official Touchdown panorama features (one `<panoid>.npy` per panorama, [H, W, C],
+e.g. 100 x 464 x 128 ResNet18 slices; see BUILD.md) for this project's readers:
+
+- the navigation table: every graph panorama's map averaged over its image rows, [N, W, C], in
+  the official column convention (`ttw_jax.touchdown.features`: the crop applies the official
+  `navigator.py` roll, so the files are not rotated here), written as the `.npz` that
+  `--config.data.features` takes;
+- with --sdr_dir, the SDR builder's feature files: `<sdr_dir>/features/<panoid>.npy` links to
+  the official files (the SDR task reads the panoramas as released: its gold locations are
+  relative to the stored image).
+
+  python -m experiments.touchdown_nav.convert_features --official_dir=<dir of <panoid>.npy> \
+      --graph_dir=../shared/data/touchdown/graph --out=/data/touchdown_nav_features.npz \
+      [--sdr_dir=<the SDR manual dir, beside the record files>]
+"""
+import os
+
+from absl import app, flags
+
+from ttw_jax.touchdown import features as pano_features
+from ttw_jax.touchdown.graph import load_touchdown_graph
+
+flags.DEFINE_string("official_dir", None, "Directory of the official `<panoid>.npy` features.")
+flags.DEFINE_string("graph_dir", None, "Touchdown graph directory (nodes.txt, links.txt).")
+flags.DEFINE_string("out", None, "Navigation table to write (.npz).")
+flags.DEFINE_string("sdr_dir", "", "Also link the files into <sdr_dir>/features/ for SDR.")
+
+
+def convert(official_dir: str, graph_dir: str, out: str, sdr_dir: str = "") -> int:
+    """Writes the navigation table (and the SDR links); returns the number of panoramas."""
+    _, nodes = load_touchdown_graph(graph_dir)
+    table = pano_features.official_navigation_table(official_dir, nodes.ids)
+    pano_features.write_navigation_table(out, nodes.ids, table, "official")
+    if sdr_dir:
+        target = os.path.join(sdr_dir, "features")
+        os.makedirs(target, exist_ok=True)
+        for name in sorted(os.listdir(official_dir)):
+            link = os.path.join(target, name)
+            if name.endswith(".npy") and not os.path.lexists(link):
+                os.symlink(os.path.abspath(os.path.join(official_dir, name)), link)
+    return len(nodes.ids)
+
+
+def main(argv):
+    del argv
+    n = convert(flags.FLAGS.official_dir, flags.FLAGS.graph_dir, flags.FLAGS.out,
+                flags.FLAGS.sdr_dir)
+    print(f"wrote {flags.FLAGS.out}: {n} panoramas, official column convention")
+
+
+if __name__ == "__main__":
+    flags.mark_flags_as_required(["official_dir", "graph_dir", "out"])
+    app.run(main)
