@@ -66,7 +66,7 @@ def load_data(config: ml_collections.ConfigDict, workdir: str, wanted: Sequence[
 def build_model(config: ml_collections.ConfigDict, vocab_size: int) -> Navigator:
     m = config.model
     return Navigator(vocab_size, m.name, m.embed_dim, m.text_hidden, m.hidden, m.conv_features,
-                     m.action_dim, m.ablation)
+                     m.action_dim, m.ablation, 0.1 if m.uniform_init else None)
 
 
 def init_params(config, model: Navigator, feature_dim: int, key: jax.Array):

@@ -113,6 +113,20 @@ def test_ablations_remove_one_modality(kind, world):
         init(Navigator(len(world["vocab"]), kind, ablation="no_sound"))
 
 
+def test_uniform_init_draws_every_kernel_and_embedding_from_the_papers_interval(world):
+    model = Navigator(len(world["vocab"]), "rconcat", text_hidden=16, hidden=16, conv_features=8,
+                      init_scale=0.1)
+    params = init(model)
+    kernels = {jax.tree_util.keystr(p): x for p, x in jax.tree_util.tree_leaves_with_path(params)
+               if "bias" not in jax.tree_util.keystr(p)}
+    assert len(kernels) >= 12        # embeddings, both LSTMs' kernels, convs, denses, head
+    for name, x in kernels.items():
+        assert 0.05 < float(jnp.max(jnp.abs(x))) <= 0.1, name
+    default = init(Navigator(len(world["vocab"]), "rconcat", text_hidden=16, hidden=16,
+                             conv_features=8))
+    assert max(float(jnp.max(jnp.abs(x))) for x in jax.tree.leaves(default)) > 0.1
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["ga", "rconcat"])
 def test_overfits_a_tiny_batch_through_the_scan(kind, world):

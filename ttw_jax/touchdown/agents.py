@@ -18,6 +18,7 @@ import jax.numpy as jnp
 
 from ttw_jax.core.env import choose_action
 from ttw_jax.touchdown.features import crop_to_heading
+from ttw_jax.touchdown.sdr.models import uniform_inits
 
 NUM_ACTIONS = 4
 START = NUM_ACTIONS  # previous-action id at t = 0
@@ -28,12 +29,16 @@ class InstructionEncoder(nn.Module):
     vocab_size: int
     embed_dim: int = 32
     hidden: int = 256
+    init_scale: float | None = None
 
     @nn.compact
     def __call__(self, tokens: jax.Array, lengths: jax.Array) -> jax.Array:
-        emb = nn.Embed(self.vocab_size, self.embed_dim)(tokens)
-        (_, h), _ = nn.RNN(nn.OptimizedLSTMCell(self.hidden), return_carry=True)(
-            emb, seq_lengths=lengths)
+        s = self.init_scale
+        emb = nn.Embed(self.vocab_size, self.embed_dim,
+                       **uniform_inits(s, "embedding_init"))(tokens)
+        cell = nn.OptimizedLSTMCell(self.hidden,
+                                    **uniform_inits(s, "kernel_init", "recurrent_kernel_init"))
+        (_, h), _ = nn.RNN(cell, return_carry=True)(emb, seq_lengths=lengths)
         return h
 
 
@@ -41,7 +46,9 @@ ABLATIONS = ("none", "no_text", "no_image")
 
 
 class Navigator(nn.Module):
-    """`kind` is 'rconcat' or 'ga'; `ablation` one of ABLATIONS."""
+    """`kind` is 'rconcat' or 'ga'; `ablation` one of ABLATIONS; `init_scale=0.1` draws every
+    kernel and embedding from U[-0.1, 0.1] (the paper's App. E.2; biases stay zero), None keeps
+    flax's initialisers."""
     vocab_size: int
     kind: str = "ga"
     embed_dim: int = 32
@@ -50,20 +57,26 @@ class Navigator(nn.Module):
     conv_features: int = 64
     action_dim: int = 16
     ablation: str = "none"
+    init_scale: float | None = None
 
     def setup(self):
         if self.kind not in ("rconcat", "ga"):
             raise ValueError(f"unknown navigator kind {self.kind!r} (rconcat | ga)")
         if self.ablation not in ABLATIONS:
             raise ValueError(f"unknown ablation {self.ablation!r}; choose from {ABLATIONS}")
-        self.text = InstructionEncoder(self.vocab_size, self.embed_dim, self.text_hidden)
-        self.conv1 = nn.Conv(self.conv_features, (3,), padding="SAME")
-        self.conv2 = nn.Conv(self.conv_features, (3,), strides=(2,), padding="SAME")
-        self.image_proj = nn.Dense(self.hidden)
-        self.gate = nn.Dense(self.conv_features)
-        self.action_embed = nn.Embed(NUM_ACTIONS + 1, self.action_dim)
-        self.cell = nn.OptimizedLSTMCell(self.hidden)
-        self.head = nn.Sequential([nn.Dense(self.hidden), nn.relu, nn.Dense(NUM_ACTIONS)])
+        s = self.init_scale
+        kernel = uniform_inits(s, "kernel_init")
+        self.text = InstructionEncoder(self.vocab_size, self.embed_dim, self.text_hidden, s)
+        self.conv1 = nn.Conv(self.conv_features, (3,), padding="SAME", **kernel)
+        self.conv2 = nn.Conv(self.conv_features, (3,), strides=(2,), padding="SAME", **kernel)
+        self.image_proj = nn.Dense(self.hidden, **kernel)
+        self.gate = nn.Dense(self.conv_features, **kernel)
+        self.action_embed = nn.Embed(NUM_ACTIONS + 1, self.action_dim,
+                                     **uniform_inits(s, "embedding_init"))
+        self.cell = nn.OptimizedLSTMCell(self.hidden,
+                                         **uniform_inits(s, "kernel_init", "recurrent_kernel_init"))
+        self.head = nn.Sequential([nn.Dense(self.hidden, **kernel), nn.relu,
+                                   nn.Dense(NUM_ACTIONS, **kernel)])
 
     def encode(self, tokens: jax.Array, lengths: jax.Array) -> jax.Array:
         """Text vectors [B, text_hidden] (zeros under 'no_text')."""

@@ -21,6 +21,7 @@ def get_config():
     c.model = ml_collections.ConfigDict()
     c.model.name = "ga"            # ga | rconcat
     c.model.ablation = "none"      # none | no_text | no_image (the paper's Table 8)
+    c.model.uniform_init = False   # True: kernels and embeddings U[-0.1, 0.1] (paper App. E.2)
     c.model.embed_dim = 32         # word vectors (paper: 32)
     c.model.text_hidden = 256      # instruction LSTM (paper: 256)
     c.model.hidden = 256           # action LSTM

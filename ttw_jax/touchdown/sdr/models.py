@@ -34,9 +34,12 @@ def _uniform(scale: float):
     return init
 
 
-def _inits(scale: float | None, *names: str) -> dict:
+def uniform_inits(scale: float | None, *names: str) -> dict:
     """Keyword arguments setting the initialisers `names` to U[-scale, scale] (none if None)."""
     return {} if scale is None else {n: _uniform(scale) for n in names}
+
+
+_inits = uniform_inits
 
 
 def pixel_log_softmax(scores: jax.Array) -> jax.Array:

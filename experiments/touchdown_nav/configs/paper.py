@@ -1,0 +1,24 @@
+"""Touchdown navigation at the paper's settings (Chen et al. 2019, section 6 and App. E.2): 32-d
+word vectors, 256-unit instruction and action LSTMs, parameters drawn from U[-0.1, 0.1], Adam at
+a fixed 2.5e-4, training horizon 55 and test horizon 50, early stopping on dev SPD with patience
+5. `--config.model.name=rconcat` for RConcat. On the real data add
+`--config.data.tfds_config=navigation --config.data.manual_dir=... --config.data.graph_dir=...
+--config.data.features=<features .npz>` (BUILD.md); the paper trained asynchronously with
+Hogwild!, which this synchronous data-parallel loop does not reproduce."""
+from experiments.touchdown_nav.configs import default
+
+
+def get_config():
+    c = default.get_config()
+    c.model.embed_dim = 32
+    c.model.text_hidden = 256
+    c.model.hidden = 256
+    c.model.uniform_init = True
+    c.optim.learning_rate = 2.5e-4
+    c.optim.schedule = "constant"
+    c.train_horizon = 55
+    c.eval.horizon = 50
+    c.eval.metric = "spd"
+    c.eval.mode = "min"
+    c.patience = 5
+    return c
