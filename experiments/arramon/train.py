@@ -2,9 +2,10 @@
 
 `train_and_evaluate(config, workdir)` imitates the demonstrated actions of both phases with the
 simulator inside `lax.scan` (teacher forcing, every turn its own example, the loss the mean of
-the two modules'; navigation optionally by student forcing, `config.student_forcing`), checkpoints with orbax (a killed run resumes with identical results), stops
-early on the dev split's `eval.metric` of the full cascaded task, then reports the task metrics
-of the best parameters on every evaluation split (overall and per turn, both CTC rules) beside
+the two modules'; navigation optionally by student forcing, `config.student_forcing`),
+checkpoints with orbax (a killed run resumes with identical results), stops early on the dev
+split's `eval.metric` of the full cascaded task, then reports the task metrics of the best
+parameters on every evaluation split (overall and per turn, both CTC rules) beside
 the baselines, the assembly after perfect navigation (the paper's Table 6) when
 `eval.perfect_navigation`, the parameter counts, and draws `trajectories.png` (dev instances).
 """

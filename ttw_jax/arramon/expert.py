@@ -19,10 +19,13 @@ demonstrated actions while the agent is still on them and asks the expert only a
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import jax
 import jax.numpy as jnp
 
 from ttw_jax.arramon import env
+from ttw_jax.core.env import batched
 
 NEAR = 0.75                                 # units: "at" a path point
 ALIGNED = jnp.deg2rad(15.0) + 1e-4          # bearing within which FORWARD is taken
@@ -61,12 +64,19 @@ def navigation_expert(walkable: env.Walkable, state: env.NavState, path: jax.Arr
     return jnp.where(near & (j == last), to_object, along).astype(jnp.int32)
 
 
+def batch_expert(walkable: env.Walkable, batch: dict) -> Callable[[env.NavState], jax.Array]:
+    """expert(state) -> [B] int32 actions of `navigation_expert` for the batched `state` of a
+    turn-level `batch` (keys of `episodes.turn_examples`: navi_path, navi_path_len, target)."""
+    expert = batched(navigation_expert)
+    return lambda state: expert(walkable, state, batch["navi_path"], batch["navi_path_len"],
+                                batch["target"])
+
+
 def expert_policy(walkable: env.Walkable, batch: dict):
-    """policy(carry, state, t, key) of the expert alone over a turn-level `batch` (keys of
-    `episodes.turn_examples`: navi_path, navi_path_len, target); carry is None."""
-    expert = jax.vmap(navigation_expert, in_axes=(None, 0, 0, 0, 0))
+    """policy(carry, state, t, key) of the expert alone over a turn-level `batch` (as
+    `batch_expert`); carry is None."""
+    expert = batch_expert(walkable, batch)
 
     def policy(carry, state, t, key):
-        return carry, expert(walkable, state, batch["navi_path"], batch["navi_path_len"],
-                             batch["target"]), None
+        return carry, expert(state), None
     return policy

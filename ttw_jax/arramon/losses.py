@@ -10,7 +10,7 @@ import optax
 
 from ttw_jax.arramon import env
 from ttw_jax.arramon.episodes import assembly_start, navigation_start
-from ttw_jax.arramon.expert import navigation_expert
+from ttw_jax.arramon.expert import batch_expert
 from ttw_jax.arramon.model import (PhaseAgent, assembly_policy, navigation_policy,
                                    navigation_student_policy)
 from ttw_jax.core.env import rollout
@@ -46,7 +46,6 @@ def imitation_loss(nav_model: PhaseAgent, assem_model: PhaseAgent, num_types: in
     the phase ended. Assembly stays teacher-forced."""
     if not 0.0 <= student_prob <= 1.0:
         raise ValueError(f"student_prob must be in [0, 1], got {student_prob}")
-    expert = jax.vmap(navigation_expert, in_axes=(None, 0, 0, 0, 0))
 
     def navigation(params, batch, k_nav, walkable):
         k_words, k_roll = jax.random.split(k_nav)
@@ -58,9 +57,7 @@ def imitation_loss(nav_model: PhaseAgent, assem_model: PhaseAgent, num_types: in
                                 batch["navi_actions"].shape[1])
             return _imitation(nav.output, batch["navi_actions"], batch["navi_len"])
         policy, carry = navigation_student_policy(
-            nav_model, params, batch,
-            lambda s: expert(walkable, s, batch["navi_path"], batch["navi_path_len"],
-                             batch["target"]), student_prob, k_words)
+            nav_model, params, batch, batch_expert(walkable, batch), student_prob, k_words)
         _, _, nav = rollout(env.step_navigation, walkable, start, policy, carry, k_roll,
                             nav_horizon or batch["navi_actions"].shape[1])
         logits, labels = nav.output

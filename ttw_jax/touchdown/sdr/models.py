@@ -39,7 +39,9 @@ def uniform_inits(scale: float | None, *names: str) -> dict:
     return {} if scale is None else {n: _uniform(scale) for n in names}
 
 
-_inits = uniform_inits
+def kernel_init(scale: float | None):
+    """The kernel initialiser: U[-scale, scale], or flax's LeCun normal when scale is None."""
+    return nn.initializers.lecun_normal() if scale is None else _uniform(scale)
 
 
 def pixel_log_softmax(scores: jax.Array) -> jax.Array:
@@ -81,9 +83,9 @@ class TextEncoder(nn.Module):
     def __call__(self, tokens: jax.Array, lengths: jax.Array, deterministic: bool = True
                  ) -> jax.Array:
         emb = nn.Embed(self.vocab_size, self.embed_dim,
-                       **_inits(self.init_scale, "embedding_init"))(tokens)
+                       **uniform_inits(self.init_scale, "embedding_init"))(tokens)
         emb = nn.Dropout(self.dropout)(emb, deterministic=deterministic)
-        cell_init = _inits(self.init_scale, "kernel_init", "recurrent_kernel_init")
+        cell_init = uniform_inits(self.init_scale, "kernel_init", "recurrent_kernel_init")
         states = nn.Bidirectional(nn.RNN(nn.OptimizedLSTMCell(self.hidden, **cell_init)),
                                   nn.RNN(nn.OptimizedLSTMCell(self.hidden, **cell_init)))(
             emb, seq_lengths=lengths)  # [B, L, 2*hidden]
@@ -114,7 +116,7 @@ class UNetCore(nn.Module):
         if self.levels < 1:
             raise ValueError(f"levels must be >= 1, got {self.levels}")
         c, ks, s = self.channels, (self.kernel_size,) * 2, (self.stride,) * 2
-        kinit = _inits(self.init_scale, "kernel_init")
+        kinit = uniform_inits(self.init_scale, "kernel_init")
         feats = [images]
         for k in range(1, self.levels + 1):
             feats.append(nn.relu(nn.Conv(c, ks, strides=s, padding="SAME", name=f"conv_{k}",
@@ -194,8 +196,7 @@ class TiledConcatDense(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array, text: jax.Array) -> jax.Array:
         c = x.shape[-1]
-        init = nn.initializers.lecun_normal() if self.init_scale is None else \
-            _uniform(self.init_scale)
+        init = kernel_init(self.init_scale)
         kernel = self.param("kernel", init, (c + text.shape[-1], self.features))
         bias = self.param("bias", nn.initializers.zeros, (self.features,))
         return (jnp.einsum("bhwc,cf->bhwf", x, kernel[:c])
@@ -211,7 +212,7 @@ class PixelTextMLP(nn.Module):
     def __call__(self, x: jax.Array, text: jax.Array) -> jax.Array:
         h = nn.relu(TiledConcatDense(self.mlp_hidden, self.init_scale, name="hidden")(x, text))
         scores = nn.Dense(1, use_bias=False, name="out",
-                          **_inits(self.init_scale, "kernel_init"))(h)[..., 0]
+                          **uniform_inits(self.init_scale, "kernel_init"))(h)[..., 0]
         return pixel_log_softmax(scores)
 
 
@@ -257,8 +258,7 @@ class TiledConcatConv(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array, text: jax.Array) -> jax.Array:
         k, c = self.kernel_size, x.shape[-1]
-        init = nn.initializers.lecun_normal() if self.init_scale is None else \
-            _uniform(self.init_scale)
+        init = kernel_init(self.init_scale)
         kernel = self.param("kernel", init, (k, k, c + text.shape[-1], self.features))
         bias = self.param("bias", nn.initializers.zeros, (self.features,))
         image = lax.conv_general_dilated(x, kernel[:, :, :c], (1, 1), "SAME",
@@ -276,7 +276,7 @@ class PixelMLP(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        kinit = _inits(self.init_scale, "kernel_init")
+        kinit = uniform_inits(self.init_scale, "kernel_init")
         h = nn.relu(nn.Dense(self.mlp_hidden, name="hidden", **kinit)(x))
         return pixel_log_softmax(nn.Dense(1, use_bias=False, name="out", **kinit)(h)[..., 0])
 
@@ -332,7 +332,7 @@ class Text2Conv(nn.Module):
                            self.init_scale, name="text")(tokens, lengths, deterministic)
         k, c = self.kernel_size, images.shape[-1]
         kernels = nn.Dense(k * k * c * self.channels, use_bias=False, name="kernel_predictor",
-                           **_inits(self.init_scale, "kernel_init"))(text)
+                           **uniform_inits(self.init_scale, "kernel_init"))(text)
         x = per_example_conv(images, kernels.reshape(-1, k, k, c, self.channels))
         return PixelMLP(self.mlp_hidden, self.init_scale, name="mlp")(x)
 
