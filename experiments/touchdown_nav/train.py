@@ -25,7 +25,8 @@ from ttw_jax.core.train.run import (EVAL, INIT, Run, check_eval, evaluate_best, 
 from ttw_jax.core.vocab import Vocabulary
 from ttw_jax.touchdown import (env as td, episodes as nav_episodes, evaluation as nav_eval,
                                features as pano_features)
-from ttw_jax.touchdown.agents import ABLATIONS, Navigator, navigator_policy
+from ttw_jax.touchdown.agents import (ABLATIONS, IMAGE_ENCODERS, Navigator, navigator_policy,
+                                     official_cnn_min_size)
 from ttw_jax.touchdown.dataset import load_touchdown_split_records
 from ttw_jax.touchdown.losses import imitation_loss
 from ttw_jax.touchdown.reference import TouchdownReference
@@ -40,8 +41,8 @@ MODES = ("train", "baselines")
 
 
 def load_data(config: ml_collections.ConfigDict, workdir: str, wanted: Sequence[str]) -> dict:
-    """Graph, features, vocabulary (built on `data.train_split` when it is wanted) and padded
-    episodes of the `wanted` splits."""
+    """Graph (and its node table and links), features, vocabulary (built on `data.train_split`
+    when it is wanted), and the records and padded episodes of the `wanted` splits."""
     d = config.data
     graph, nodes, links, records = load_touchdown_split_records(
         d.tfds_config, sorted(set(wanted)), tfds_dir=d.tfds_dir or None,
@@ -53,26 +54,53 @@ def load_data(config: ml_collections.ConfigDict, workdir: str, wanted: Sequence[
     episodes = {s: nav_episodes.episodes(records[s], nodes, reference, vocab, d.max_tokens,
                                           d.max_route, max(config.train_horizon, config.eval.horizon))
                 for s in set(wanted)}
+    official = config.model.image_encoder == "official"
     if d.features:
         features, convention = pano_features.load_pano_features(d.features, nodes)
+    elif official:
+        features = pano_features.synthetic_pano_images(graph, d.image_height, d.image_width,
+                                                       d.image_channels, d.feature_noise,
+                                                       seed=config.seed)
+        convention = "centred"
     else:
         features = pano_features.synthetic_pano_features(graph, d.feature_width, d.feature_dim,
                                                          d.feature_noise, seed=config.seed)
         convention = "centred"
-    return dict(graph=graph, nodes=nodes, vocab=vocab, episodes=episodes, features=features,
-                convention=convention)
+    check_features(config, features.shape, d.features or "synthetic features")
+    return dict(graph=graph, nodes=nodes, links=links, records=records, vocab=vocab,
+                episodes=episodes, features=features, convention=convention)
+
+
+def check_features(config: ml_collections.ConfigDict, shape: tuple, where: str) -> None:
+    """ValueError unless features of `shape` suit `model.image_encoder` and `crop`: a table
+    [N, W, C] for "table"; maps [N, H, W, C] of at least the official CNN's input size for
+    "official"."""
+    official = config.model.image_encoder == "official"
+    if len(shape) != (4 if official else 3):
+        raise ValueError(f"{where}: shape {tuple(shape)}, but model.image_encoder="
+                         f"{config.model.image_encoder!r} takes "
+                         f"{'maps [N, H, W, C]' if official else 'a table [N, W, C]'}")
+    if not 0 < config.crop <= shape[-2]:
+        raise ValueError(f"crop={config.crop} columns of {shape[-2]}-column panoramas ({where})")
+    if official:
+        need = official_cnn_min_size(config.model.name)
+        if min(shape[1], config.crop) < need:
+            raise ValueError(f"the official {config.model.name} CNN needs crops of at least "
+                             f"{need} x {need}; got {shape[1]} rows x crop={config.crop}")
 
 
 def build_model(config: ml_collections.ConfigDict, vocab_size: int) -> Navigator:
     m = config.model
     return Navigator(vocab_size, m.name, m.embed_dim, m.text_hidden, m.hidden, m.conv_features,
-                     m.action_dim, m.ablation, 0.1 if m.uniform_init else None)
+                     m.action_dim, m.ablation, 0.1 if m.uniform_init else None, m.image_encoder)
 
 
-def init_params(config, model: Navigator, feature_dim: int, key: jax.Array):
+def init_params(config, model: Navigator, feature_shape: tuple, key: jax.Array):
+    """Parameters for features of `feature_shape` ([N, W, C] or [N, H, W, C])."""
     b, t = 2, 3
+    crop = (*feature_shape[1:-2], config.crop, feature_shape[-1])
     return model.init(key, jnp.ones((b, 4), jnp.int32), jnp.full((b,), 4, jnp.int32),
-                      jnp.zeros((b, t, config.crop, feature_dim)), jnp.zeros((b, t), jnp.int32))
+                      jnp.zeros((b, t, *crop)), jnp.zeros((b, t), jnp.int32))
 
 
 def model_factory(model: Navigator, crop: int, convention: str = "centred") -> PolicyFactory:
@@ -117,6 +145,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         raise ValueError(f"mode must be one of {MODES}, got {config.mode!r}")
     if config.model.name not in MODELS:
         raise ValueError(f"model.name must be one of {MODELS}, got {config.model.name!r}")
+    if config.model.image_encoder not in IMAGE_ENCODERS:
+        raise ValueError(f"model.image_encoder must be one of {IMAGE_ENCODERS}, got "
+                         f"{config.model.image_encoder!r}")
     if config.model.ablation not in ABLATIONS:
         raise ValueError(f"model.ablation must be one of {ABLATIONS}, got "
                          f"{config.model.ablation!r}")
@@ -127,7 +158,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     d = config.data
     data = load_data(config, workdir, [d.train_split, d.dev_split, *splits(d.eval_splits)])
     model = build_model(config, len(data["vocab"]))
-    params = init_params(config, model, data["features"].shape[-1], run.key(INIT))
+    params = init_params(config, model, data["features"].shape, run.key(INIT))
     state = train_state.TrainState.create(apply_fn=model.apply, params=params,
                                           tx=make_optimizer(config.optim, config.num_steps))
     sim = run.replicate(td.compile_sim(data["graph"]))

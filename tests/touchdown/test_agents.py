@@ -11,7 +11,7 @@ from ttw_jax.core.env import replay_policy
 from ttw_jax.core.vocab import Vocabulary
 from ttw_jax.touchdown import (env as td, episodes as nav_episodes, evaluation as nav_eval,
                                features as pano_features)
-from ttw_jax.touchdown.agents import Navigator, navigator_policy
+from ttw_jax.touchdown.agents import Navigator, navigator_policy, official_cnn_min_size
 from ttw_jax.touchdown.graph import compile_touchdown, synthetic_street_grid
 from ttw_jax.touchdown.losses import imitation_loss
 from ttw_jax.touchdown.reference import TouchdownReference
@@ -111,6 +111,60 @@ def test_ablations_remove_one_modality(kind, world):
         assert (not np.allclose(base, by_image, atol=1e-6)) == image_matters, ablation
     with pytest.raises(ValueError, match="unknown ablation"):
         init(Navigator(len(world["vocab"]), kind, ablation="no_sound"))
+
+
+def test_official_cnns_have_the_published_layer_sizes():
+    # At the official crop (100 rows x 100 columns of the single-channel maps): RConcat's
+    # 64 x 6 x 6 = 2,304 and GA's 64 x 11 x 11 = 7,744 flattened features, mapped to 256 / 64.
+    want = {"rconcat": [(8, 8, 1, 32), (4, 4, 32, 64), (2304, 256)],
+            "ga": [(8, 8, 1, 128), (4, 4, 128, 64), (7744, 64)]}
+    for kind, shapes in want.items():
+        assert official_cnn_min_size(kind) == 20
+        model = Navigator(50, kind, text_hidden=16, hidden=16, image_encoder="official")
+        params = jax.eval_shape(model.init, jax.random.key(0), jnp.ones((2, 5), jnp.int32),
+                                jnp.full((2,), 5), jnp.zeros((2, 3, 100, 100, 1)),
+                                jnp.zeros((2, 3), jnp.int32))["params"]
+        got = [params["convs_0"]["kernel"].shape, params["convs_1"]["kernel"].shape,
+               params["image_vec"]["kernel"].shape]
+        assert got == shapes, kind
+        assert ("gate" in params) == (kind == "ga")
+        assert ("conv1" not in params) and ("image_proj" in params) == (kind == "ga")
+
+
+@pytest.mark.parametrize("kind", ["ga", "rconcat"])
+def test_official_encoder_trains_through_the_scan_on_feature_maps(kind, world):
+    images = jnp.asarray(pano_features.synthetic_pano_images(world["graph"], 20, 32, 2, seed=0))
+    model = Navigator(len(world["vocab"]), kind, text_hidden=16, hidden=16,
+                      image_encoder="official")
+    params = jax.jit(model.init)(jax.random.key(0), jnp.ones((2, 5), jnp.int32),
+                                 jnp.full((2,), 5), jnp.zeros((2, 3, 20, 20, 2)),
+                                 jnp.zeros((2, 3), jnp.int32))
+    eps = world["eps"]
+    batch = {k: jnp.asarray(eps[k][:4]) for k in ("start_pano", "start_heading", "tokens",
+                                                   "token_len", "gold", "gold_len")}
+    loss_fn = imitation_loss(model, crop=20, horizon=40)
+    (loss, _), grads = jax.jit(jax.value_and_grad(loss_fn, has_aux=True))(
+        params, batch, jax.random.key(1), world["sim"], images)
+    assert np.isfinite(float(loss))
+    norms = {jax.tree_util.keystr(p): float(jnp.linalg.norm(g))
+             for p, g in jax.tree_util.tree_leaves_with_path(grads)}
+    assert all(v > 0 for v in norms.values()), norms
+    with pytest.raises(ValueError, match=r"official image encoder takes crops \[B, H, crop, C\]"):
+        model.apply(params, jnp.ones((2, 5), jnp.int32), jnp.full((2,), 5),
+                    jnp.zeros((2, 3, 20, 2)), jnp.zeros((2, 3), jnp.int32))
+
+
+def test_synthetic_images_show_streets_below_and_junctions_above(world):
+    graph = world["graph"]
+    images = pano_features.synthetic_pano_images(graph, 8, 64, 3, noise=0.0, seed=1)
+    assert images.shape == (graph.num_nodes, 8, 64, 3) and images.dtype == np.float16
+    degree = np.asarray(graph.degree)
+    assert (degree >= 3).any() and (degree < 3).any()
+    for n in (int(np.argmax(degree >= 3)), int(np.argmin(degree >= 3))):
+        street_cols = np.abs(images[n, 4:]).sum((0, 2)) > 0
+        # one band of width // 32 = 2 columns per out-edge, at the edge's heading
+        assert street_cols.sum() == 2 * degree[n]
+        assert (np.abs(images[n, :4]).sum() > 0) == (degree[n] >= 3)
 
 
 def test_uniform_init_draws_every_kernel_and_embedding_from_the_papers_interval(world):

@@ -41,6 +41,21 @@ def test_official_convention_finds_the_column_the_official_roll_centres(yaw, hea
     assert abs(abs(off) - 157.5 / 360 * width) <= 1.0
 
 
+@pytest.mark.parametrize("yaw, heading", [(0, 0), (30, 300), (350, 10), (45, 359.9)])
+def test_image_crops_keep_every_row_and_the_official_columns(yaw, heading):
+    # The 2-D crop of maps [1, H, W, 1]: all H rows, the 100 columns around the column the
+    # official roll centres (the published reimplementations' img[:, 182:282] of the rolled map).
+    width, height = 464, 3
+    panorama = (np.arange(width, dtype=np.float32)[None, :, None]
+                + 1000 * np.arange(height, dtype=np.float32)[:, None, None])   # [H, W, 1]
+    rolled = np.roll(panorama, int(width * (157.5 + yaw - heading) / 360), axis=1)
+    crop = pano_features.crop_to_heading(jnp.asarray(panorama)[None], jnp.asarray([float(yaw)]),
+                                         jnp.asarray([0]), jnp.asarray([float(heading)]), 100,
+                                         "official")
+    assert crop.shape == (1, height, 100, 1)
+    np.testing.assert_array_equal(crop[0], rolled[:, 182:282])
+
+
 def test_unknown_convention_is_refused():
     with pytest.raises(ValueError, match="convention must be one of"):
         pano_features.heading_column(jnp.zeros(1), jnp.zeros(1), 8, "rotated")
@@ -68,6 +83,13 @@ def test_converter_writes_the_official_table_and_sdr_links(tmp_path):
     assert linked == sorted(f"{p}.npy" for p in ids)
     np.testing.assert_array_equal(np.load(tmp_path / "sdr" / "features" / linked[0]),
                                   maps[linked[0][:-4]])
+    # the maps averaged over channels for the official 2-D CNN: [N, H, W, 1], not rolled
+    assert convert_features.convert(str(official), str(tmp_path / "graph"), out,
+                                    layout="images") == len(ids)
+    images, convention = pano_features.load_pano_features(out, table_nodes)
+    assert convention == "official" and images.shape == (len(ids), 4, 16, 1)
+    for row, p in enumerate(table_nodes.ids):
+        np.testing.assert_allclose(images[row, ..., 0], maps[p].mean(-1), atol=2e-3)
     os.remove(official / f"{ids[0]}.npy")
     with pytest.raises(FileNotFoundError, match="1 of .* official feature files missing"):
         convert_features.convert(str(official), str(tmp_path / "graph"), out)

@@ -23,3 +23,18 @@ class TestTrainer(TrainerContract):
         c = NAV.config(tfds_dir, num_steps=100, eval_every=100)
         res = NAV.train.train_and_evaluate(c, str(tmp_path))
         assert res["test"]["ga"]["tc"] > res["test"]["random"]["tc"] + 0.05
+
+
+def test_features_that_do_not_suit_the_image_encoder_are_refused(tfds_dir, tmp_path):
+    import pytest
+    cases = [  # (overrides, message)
+        (dict(model__image_encoder="official"),   # crop 5 < the official CNN's 20 x 20
+         r"official ga CNN needs crops of at least 20 x 20; got 20 rows x crop=5"),
+        (dict(model__image_encoder="official", crop=20, data__image_height=12),
+         r"needs crops of at least 20 x 20; got 12 rows x crop=20"),
+        (dict(crop=17), r"crop=17 columns of 16-column panoramas"),
+        (dict(model__image_encoder="pixels"), r"model.image_encoder must be one of"),
+    ]
+    for i, (overrides, message) in enumerate(cases):
+        with pytest.raises(ValueError, match=message):
+            NAV.train.train_and_evaluate(NAV.config(tfds_dir, **overrides), str(tmp_path / str(i)))

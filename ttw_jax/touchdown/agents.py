@@ -1,11 +1,21 @@
 """Touchdown navigation agents (Chen et al. 2019, section 6 and App. E): RConcat and GA.
 
 Both encode the instruction with 32-d word vectors and a 256-unit LSTM (its final state is the
-text vector), see the image features cropped to the agent's heading ([B, crop, C]) through a small
-CNN, and keep a 256-unit LSTM over time whose input also holds the previous action.
+text vector), see the image features cropped to the agent's heading through a small CNN, and keep
+a 256-unit LSTM over time whose input also holds the previous action. `image_encoder` picks the
+CNN (`IMAGE_ENCODERS`):
+- "table": the crop of a feature table, [B, crop, C], through two 1-D convolutions (3 wide, the
+  second of stride 2) and a ReLU projection; GA gates the first convolution's channels.
+- "official": the crop of whole feature maps, [B, H, crop, C] (the official navigator's roll,
+  `ttw_jax.touchdown.features`; the published reimplementations take 100 columns of the
+  100 x 464 maps averaged over channels), through the 2-D CNNs those reimplementations give
+  (the official model code is not public): RConcat 32 8x8 filters of stride 4, 64 4x4 of
+  stride 4, flattened to a linear 256-d image vector; GA 128 8x8 of stride 4, 64 4x4 of stride
+  2, flattened to a linear 64-d vector that the text gate multiplies, then a 256-d ReLU layer.
+  All "VALID" (no padding), ReLU after each convolution.
 - RConcat concatenates text vector, image vector and previous-action embedding.
-- GA (gated attention) multiplies the CNN's feature maps channel-wise by a sigmoid gate computed
-  from the text vector, then flattens them; text enters only through the gate.
+- GA (gated attention) multiplies image channels by a sigmoid gate computed from the text vector;
+  text enters only through the gate.
 `ablation` (the paper's App. F, Table 8): 'no_text' replaces the text vector with zeros, and
 'no_image' the image crop, so the agent keeps its architecture and loses one modality.
 The model is called once per step (`step`), so it runs inside the simulator's `lax.scan`.
@@ -43,6 +53,17 @@ class InstructionEncoder(nn.Module):
 
 
 ABLATIONS = ("none", "no_text", "no_image")
+IMAGE_ENCODERS = ("table", "official")
+# The official encoder's convolutions, (features, kernel, stride) per layer, and its image vector.
+OFFICIAL_CNN = {"rconcat": (((32, 8, 4), (64, 4, 4)), 256), "ga": (((128, 8, 4), (64, 4, 2)), 64)}
+
+
+def official_cnn_min_size(kind: str) -> int:
+    """The smallest crop height and width the official CNN of `kind` accepts."""
+    size = 1
+    for _, kernel, stride in reversed(OFFICIAL_CNN[kind][0]):
+        size = (size - 1) * stride + kernel
+    return size
 
 
 class Navigator(nn.Module):
@@ -58,19 +79,32 @@ class Navigator(nn.Module):
     action_dim: int = 16
     ablation: str = "none"
     init_scale: float | None = None
+    image_encoder: str = "table"
 
     def setup(self):
         if self.kind not in ("rconcat", "ga"):
             raise ValueError(f"unknown navigator kind {self.kind!r} (rconcat | ga)")
         if self.ablation not in ABLATIONS:
             raise ValueError(f"unknown ablation {self.ablation!r}; choose from {ABLATIONS}")
+        if self.image_encoder not in IMAGE_ENCODERS:
+            raise ValueError(f"unknown image_encoder {self.image_encoder!r}; choose from "
+                             f"{IMAGE_ENCODERS}")
         s = self.init_scale
         kernel = uniform_inits(s, "kernel_init")
         self.text = InstructionEncoder(self.vocab_size, self.embed_dim, self.text_hidden, s)
-        self.conv1 = nn.Conv(self.conv_features, (3,), padding="SAME", **kernel)
-        self.conv2 = nn.Conv(self.conv_features, (3,), strides=(2,), padding="SAME", **kernel)
+        if self.image_encoder == "official":
+            layers, out = OFFICIAL_CNN[self.kind]
+            self.convs = [nn.Conv(f, (k, k), strides=(st, st), padding="VALID", **kernel)
+                          for f, k, st in layers]
+            self.image_vec = nn.Dense(out, **kernel)
+            gate_size = out
+        else:
+            self.conv1 = nn.Conv(self.conv_features, (3,), padding="SAME", **kernel)
+            self.conv2 = nn.Conv(self.conv_features, (3,), strides=(2,), padding="SAME",
+                                 **kernel)
+            gate_size = self.conv_features
         self.image_proj = nn.Dense(self.hidden, **kernel)
-        self.gate = nn.Dense(self.conv_features, **kernel)
+        self.gate = nn.Dense(gate_size, **kernel)
         self.action_embed = nn.Embed(NUM_ACTIONS + 1, self.action_dim,
                                      **uniform_inits(s, "embedding_init"))
         self.cell = nn.OptimizedLSTMCell(self.hidden,
@@ -88,23 +122,41 @@ class Navigator(nn.Module):
         zeros = jnp.zeros((batch_size, self.hidden))
         return zeros, zeros
 
-    def step(self, carry, text: jax.Array, image: jax.Array, prev_action: jax.Array):
-        """One decision: returns (carry, action logits [B, 4])."""
-        if self.ablation == "no_image":
-            image = jnp.zeros_like(image)
+    def image_vector(self, text: jax.Array, image: jax.Array) -> jax.Array:
+        """[B, hidden] (table; official GA) or [B, 256] (official RConcat) from the crop."""
+        if self.image_encoder == "official":
+            if image.ndim != 4:
+                raise ValueError(f"the official image encoder takes crops [B, H, crop, C] of "
+                                 f"feature maps, got shape {image.shape}")
+            x = image
+            for conv in self.convs:
+                x = nn.relu(conv(x))
+            x = self.image_vec(x.reshape(x.shape[0], -1))
+            if self.kind == "rconcat":
+                return x
+            return nn.relu(self.image_proj(x * nn.sigmoid(self.gate(text))))
+        if image.ndim != 3:
+            raise ValueError(f"the table image encoder takes crops [B, crop, C] of a feature "
+                             f"table, got shape {image.shape}")
         x = nn.relu(self.conv1(image))
         if self.kind == "ga":
             x = x * nn.sigmoid(self.gate(text))[:, None, :]
         x = nn.relu(self.conv2(x))
-        x = nn.relu(self.image_proj(x.reshape(x.shape[0], -1)))
-        parts = [x, self.action_embed(prev_action)]
+        return nn.relu(self.image_proj(x.reshape(x.shape[0], -1)))
+
+    def step(self, carry, text: jax.Array, image: jax.Array, prev_action: jax.Array):
+        """One decision: returns (carry, action logits [B, 4])."""
+        if self.ablation == "no_image":
+            image = jnp.zeros_like(image)
+        parts = [self.image_vector(text, image), self.action_embed(prev_action)]
         if self.kind == "rconcat":
             parts.insert(0, text)
         carry, h = self.cell(carry, jnp.concatenate(parts, -1))
         return carry, self.head(h)
 
     def __call__(self, tokens, lengths, images, prev_actions):
-        """Teacher-forced logits [B, T, 4] for images [B, T, crop, C] (used to initialise)."""
+        """Teacher-forced logits [B, T, 4] for crops images [B, T, crop, C] (table) or
+        [B, T, H, crop, C] (official); used to initialise."""
         text = self.encode(tokens, lengths)
         carry = self.initial_carry(tokens.shape[0])
         logits = []

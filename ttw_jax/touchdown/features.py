@@ -1,8 +1,10 @@
 """Per-panorama visual feature tables and the crop an agent sees at its heading.
 
 A table is [N, W, C]: for each graph node, W columns spanning 360 degrees of its panorama with C
-features each (e.g. a CNN feature map pooled over image rows). Where a heading falls in a table
-is its column convention (`CONVENTIONS`):
+features each (e.g. a CNN feature map pooled over image rows), or [N, H, W, C], whole feature
+maps ("images", e.g. the official maps averaged over their channels, for the official 2-D CNN of
+`ttw_jax.touchdown.agents`). Where a heading falls in a table is its column convention
+(`CONVENTIONS`):
 - "centred": column 0 starts at yaw - 180 degrees (the image centre at the node's `yaw`); the
   synthetic tables use it.
 - "official": the official Touchdown features (lil-lab `navigator.py`): the navigator rolls a
@@ -50,10 +52,16 @@ def heading_column(yaw, heading, width: int, convention: str = "centred"):
 
 def crop_to_heading(features: jax.Array, yaw: jax.Array, pano: jax.Array, heading: jax.Array,
                     crop: int, convention: str = "centred") -> jax.Array:
-    """The `crop` columns centred on each agent's heading: [B, crop, C] from table [N, W, C]."""
-    width = features.shape[1]
+    """The `crop` columns centred on each agent's heading (column `heading_column`, then
+    `crop // 2` on its left): [B, crop, C] from a table [N, W, C], or [B, H, crop, C] (every
+    row) from images [N, H, W, C]."""
+    width = features.shape[-2]
     centre = heading_column(yaw[pano], heading, width, convention)
-    cols = jnp.mod(centre[:, None] + jnp.arange(crop) - crop // 2, width)
+    cols = jnp.mod(centre[:, None] + jnp.arange(crop) - crop // 2, width)      # [B, crop]
+    if features.ndim == 4:
+        rows = jnp.arange(features.shape[1])
+        return features[pano[:, None, None], rows[None, :, None],
+                        cols[:, None, :]].astype(jnp.float32)
     return features[pano[:, None], cols].astype(jnp.float32)
 
 
@@ -74,10 +82,35 @@ def synthetic_pano_features(graph: PanoGraph, width: int = 16, dim: int = 32, no
     return table.astype(np.float16)
 
 
-def load_pano_features(path: str, nodes: NodeTable) -> tuple[np.ndarray, str]:
-    """(table [N, W, C] aligned to `nodes`, its column convention) from a user feature file.
+def synthetic_pano_images(graph: PanoGraph, height: int = 20, width: int = 64, dim: int = 1,
+                          noise: float = 0.5, seed: int = 0) -> np.ndarray:
+    """[N, height, width, dim] float16 "images" drawn like `synthetic_pano_features`: noise, a
+    'street' vector in the lower half of the columns around each out-edge's heading (a band
+    width // 32 columns wide, at least 1) and a 'junction' vector in the upper half of every
+    column of panoramas with 3 or more out-edges. Street and junction are +-1 per channel, so
+    they stand out also with one channel (as the official maps averaged over channels)."""
+    rng = np.random.default_rng(seed)
+    n = graph.num_nodes
+    street, junction = np.where(rng.random((2, dim)) < 0.5, -1.0, 1.0).astype(np.float32)
+    images = rng.normal(0, noise, (n, height, width, dim)).astype(np.float32)
+    nb = np.asarray(graph.neighbors)
+    rows, slots = np.nonzero(nb >= 0)
+    cols = np.asarray(heading_column(np.asarray(graph.yaw)[rows],
+                                     np.asarray(graph.headings)[rows, slots], width))
+    band = max(1, width // 32)
+    for offset in range(band):
+        c = (cols + offset - band // 2) % width
+        images[rows, height // 2:, c] += street
+    images[np.asarray(graph.degree) >= 3, :height // 2] += junction
+    return images.astype(np.float16)
 
-    `path` is an `.npz` with arrays `panoids` [M] (str) and `features` [M, W, C], and optionally
+
+def load_pano_features(path: str, nodes: NodeTable) -> tuple[np.ndarray, str]:
+    """(table [N, W, C] or images [N, H, W, C] aligned to `nodes`, its column convention) from a
+    user feature file.
+
+    `path` is an `.npz` with arrays `panoids` [M] (str) and `features` [M, W, C] or
+    [M, H, W, C], and optionally
     `convention` (a string of CONVENTIONS; "centred" when absent; `official_navigation_table`
     writes "official"); every graph node must be present (extra panoids are ignored).
     """
@@ -92,9 +125,9 @@ def load_pano_features(path: str, nodes: NodeTable) -> tuple[np.ndarray, str]:
         ids, feats = [str(p) for p in z["panoids"]], z["features"]
         convention = str(z["convention"]) if "convention" in z else "centred"
     check_convention(convention)
-    if feats.ndim != 3 or feats.shape[0] != len(ids):
+    if feats.ndim not in (3, 4) or feats.shape[0] != len(ids):
         raise ValueError(f"{path}: 'features' has shape {feats.shape}, expected "
-                         f"[{len(ids)}, W, C] to match 'panoids'")
+                         f"[{len(ids)}, W, C] or [{len(ids)}, H, W, C] to match 'panoids'")
     row = {p: i for i, p in enumerate(ids)}
     missing = [p for p in nodes.ids if p not in row]
     if missing:
@@ -103,11 +136,19 @@ def load_pano_features(path: str, nodes: NodeTable) -> tuple[np.ndarray, str]:
     return feats[[row[p] for p in nodes.ids]], convention
 
 
-def official_navigation_table(feature_dir: str, panoids, dtype=np.float16) -> np.ndarray:
-    """[M, W, C] navigation table of the official per-panorama feature maps
-    `<feature_dir>/<panoid>.npy` ([H, W, C], e.g. 100 x 464 x 128), each the mean over its image
-    rows, in the official column convention (columns as released; no roll here, the crop applies
-    the official formula). FileNotFoundError names the first missing panoramas."""
+LAYOUTS = ("rows", "images")
+
+
+def official_navigation_table(feature_dir: str, panoids, dtype=np.float16,
+                              layout: str = "rows") -> np.ndarray:
+    """Navigation features of the official per-panorama feature maps `<feature_dir>/<panoid>.npy`
+    ([H, W, C], e.g. 100 x 464 x 128): layout "rows" gives [M, W, C], each map's mean over its
+    image rows; "images" gives [M, H, W, 1], its mean over channels (the single-channel maps the
+    published GA / RConcat reimplementations crop and convolve; 2.7 GB in float16 for the
+    29,641 panoramas). Columns as released (the official column convention: no roll here, the
+    crop applies the official formula). FileNotFoundError names the first missing panoramas."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     panoids = [str(p) for p in panoids]
     paths = [os.path.join(feature_dir, f"{p}.npy") for p in panoids]
     missing = [p for p in paths if not os.path.isfile(p)]
@@ -115,18 +156,23 @@ def official_navigation_table(feature_dir: str, panoids, dtype=np.float16) -> np
         raise FileNotFoundError(f"{len(missing)} of {len(paths)} official feature files missing "
                                 f"in {feature_dir}, e.g. {missing[:3]} (one `<panoid>.npy` "
                                 "[H, W, C] per panorama, see BUILD.md)")
-    rows = []
-    for path in paths:
+    out, first = None, None
+    for i, path in enumerate(paths):
         x = np.load(path, allow_pickle=False)
-        if x.ndim != 3 or (rows and x.shape[1:] != rows[0].shape):
-            raise ValueError(f"{path}: shape {x.shape}, expected [H, W, C] like the others")
-        rows.append(x.astype(np.float32).mean(0).astype(dtype))
-    return np.stack(rows)
+        if x.ndim != 3 or (first is not None and x.shape != first):
+            raise ValueError(f"{path}: shape {x.shape}, expected [H, W, C] like "
+                             f"{first or 'the others'}")
+        shape, x = x.shape, x.astype(np.float32)
+        x = x.mean(0) if layout == "rows" else x.mean(-1, keepdims=True)
+        if out is None:   # one allocation: the images of all panoramas are gigabytes
+            first, out = shape, np.empty((len(paths),) + x.shape, dtype)
+        out[i] = x
+    return out
 
 
 def write_navigation_table(path: str, panoids, table: np.ndarray, convention: str) -> None:
-    """Writes a table for `load_pano_features` (`panoids` [M], `features` [M, W, C],
-    `convention`)."""
+    """Writes a table for `load_pano_features` (`panoids` [M], `features` [M, W, C] or
+    [M, H, W, C], `convention`)."""
     check_convention(convention)
     np.savez(path, panoids=np.asarray([str(p) for p in panoids]), features=table,
              convention=np.asarray(convention))

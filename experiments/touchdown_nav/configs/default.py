@@ -27,6 +27,9 @@ def get_config():
     c.model.hidden = 256           # action LSTM
     c.model.conv_features = 64
     c.model.action_dim = 16
+    # table: 1-D CNN over a [W, C] table crop; official: the published 2-D CNNs over
+    # [H, crop, C] crops of feature maps (configs/official_cnn.py, configs/paper.py)
+    c.model.image_encoder = "table"
     c.crop = 5                     # feature columns visible around the heading
 
     c.batch_size = 32
@@ -52,6 +55,10 @@ def get_config():
     c.data.feature_width = 16      # synthetic features: columns per panorama
     c.data.feature_dim = 32
     c.data.feature_noise = 0.5
+    # synthetic maps for model.image_encoder=official: [H, W, C] per panorama
+    c.data.image_height = 20
+    c.data.image_width = 64
+    c.data.image_channels = 1
 
     c.eval = ml_collections.ConfigDict()
     c.eval.metric = "spd"          # early stopping and best parameters: tc | spd | sed

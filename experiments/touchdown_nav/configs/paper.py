@@ -3,8 +3,9 @@ word vectors, 256-unit instruction and action LSTMs, parameters drawn from U[-0.
 a fixed 2.5e-4, training horizon 55 and test horizon 50, early stopping on dev SPD with patience
 5. `--config.model.name=rconcat` for RConcat. On the real data add
 `--config.data.tfds_config=navigation --config.data.manual_dir=... --config.data.graph_dir=...
---config.data.features=<features .npz>` (BUILD.md); the paper trained asynchronously with
-Hogwild!, which this synchronous data-parallel loop does not reproduce."""
+--config.data.features=<features .npz>` (the official maps converted with `--layout=images`,
+BUILD.md); the paper trained asynchronously with Hogwild!, which this synchronous
+data-parallel loop does not reproduce."""
 from experiments.touchdown_nav.configs import default
 
 
@@ -21,4 +22,12 @@ def get_config():
     c.eval.metric = "spd"
     c.eval.mode = "min"
     c.patience = 5
+    # The official image processing: the feature maps averaged over channels (100 x 464 x 1;
+    # convert_features --layout=images), rolled by the official formula, 100 columns around the
+    # heading, the published 2-D CNNs (synthetic maps of that size when data.features is empty)
+    c.model.image_encoder = "official"
+    c.crop = 100
+    c.data.image_height = 100
+    c.data.image_width = 464
+    c.data.image_channels = 1
     return c

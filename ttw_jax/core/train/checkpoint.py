@@ -22,12 +22,12 @@ class Checkpointer:
     shards orbax inspects one by one. Callers place the restored trees on their mesh.
     """
 
-    def __init__(self, directory: str, max_to_keep: int = 2):
-        self.manager = ocp.CheckpointManager(
-            os.path.abspath(directory),
-            options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True,
-                                                 cleanup_tmp_directories=True),
-            item_names=("train", "meta"))
+    def __init__(self, directory: str, max_to_keep: int = 2, read_only: bool = False):
+        options = (ocp.CheckpointManagerOptions(read_only=True) if read_only else
+                   ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True,
+                                                cleanup_tmp_directories=True))
+        self.manager = ocp.CheckpointManager(os.path.abspath(directory), options=options,
+                                             item_names=("train", "meta"))
 
     def save(self, step: int, train: Any, meta: dict) -> None:
         host = jax.tree_util.tree_map(np.asarray, jax.device_get(train))
@@ -53,3 +53,21 @@ class Checkpointer:
 
     def close(self) -> None:
         self.manager.close()
+
+
+def restore_best_params(workdir: str, state: Any) -> tuple[Any, dict]:
+    """(best parameters as host arrays, loop bookkeeping) of the newest checkpoint of the run in
+    `workdir` (`<workdir>/checkpoints`, as `fit` writes it), read without touching the
+    directory (another process may still be training there); `state` is a train state of the
+    run's shapes (its initial state will do). FileNotFoundError when there is none."""
+    directory = os.path.join(workdir, "checkpoints")
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"no checkpoints in {directory}: train that run first")
+    ckpt = Checkpointer(directory, read_only=True)
+    try:
+        restored = ckpt.restore_latest({"state": state, "best_params": state.params})
+    finally:
+        ckpt.close()
+    if restored is None:
+        raise FileNotFoundError(f"no complete checkpoint in {directory}: train that run first")
+    return restored[0]["best_params"], restored[1]

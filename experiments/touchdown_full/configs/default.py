@@ -1,0 +1,41 @@
+"""The complete Touchdown task on synthetic routes: GA navigation, then LingUNet SDR at the stop.
+
+Each stage is the corresponding experiment's run: `nav_workdir` / `sdr_workdir` name finished
+runs of `experiments.touchdown_nav` / `experiments.touchdown_sdr` (their best parameters are
+used); left empty, the stage is trained first with the `nav` / `sdr` sub-config into
+`<workdir>/nav` / `<workdir>/sdr` (and resumes like those runs). With `data.views=synthetic`
+every test route gets a synthetic SDR scene at its end (`data.scene_seed`, scenes the SDR run
+never saw). On the real data use `configs/paper.py` (both stages on the release, and
+`data.views=release`: the SDR run's own views of the split), or set `nav.data.tfds_config=
+navigation`, `sdr.data.tfds_config=sdr` and `data.views=release` yourself, with the records and
+feature files in `data.manual_dir` and `data.graph_dir` / `data.features` for navigation.
+"""
+import ml_collections
+
+from experiments.touchdown_nav.configs import default as nav_default
+from experiments.touchdown_sdr.configs import default as sdr_default
+
+
+def get_config():
+    c = ml_collections.ConfigDict()
+    c.seed = 0
+    c.nav_workdir = ""             # a finished navigation run; empty: train `nav` first
+    c.sdr_workdir = ""             # a finished SDR run; empty: train `sdr` first
+    c.nav = nav_default.get_config()
+    c.sdr = sdr_default.get_config()
+
+    c.data = ml_collections.ConfigDict()
+    c.data.split = "test"          # a split of both the navigation and the SDR data
+    c.data.views = "synthetic"     # synthetic scenes at the routes' ends | release (the SDR run's)
+    c.data.scene_seed = 3          # synthetic scenes (synthetic_sdr's own splits use seeds 0-2)
+    # Overrides of both stages' data paths where set (e.g. the real data's directories)
+    c.data.tfds_dir = ""
+    c.data.manual_dir = ""
+    c.data.graph_dir = ""
+    c.data.features = ""
+
+    c.eval = ml_collections.ConfigDict()
+    c.eval.sdr_batch_size = 64
+    c.write_plots = True
+    c.num_panels = 6               # full_task.png: episodes that stopped where Touchdown is
+    return c
