@@ -13,15 +13,17 @@ Configs:
   `rxr_test_standard_public_guide.jsonl.gz`) for split in train, val_seen, val_unseen,
   test_standard; the splits are the files present. Optional per-annotation pose traces
   (`pose_traces/[rxr_{split}/]{id:06d}_{guide|follower}_pose_trace.npz`) give the word / view
-  masks, optional `text_features/{instruction_id:06d}.npy` the text features (see
-  `ttw_jax.rxr.records`).
+  masks, optional `text_features/rxr_{split}/{instruction_id:06d}_{lang}_text_features.npz`
+  (the release's multilingual-BERT features) the text features (see `ttw_jax.rxr.records`).
 - `r2r`: Room-to-Room, `R2R_{train,val_seen,val_unseen,test}.json` in the manual directory (the
   splits are the files present); instruction k of path p gets instruction_id 10 p + k.
 Custom configs: `Builder(config=RxrConfig(name=..., source=..., annotators=..., languages=...))`.
 Each example: instruction_id, path_id, scan, path, heading (radians), instruction, language,
 annotator, edit_distance / distance (NaN when absent), timed_words, has_masks with step_words
 [len(path), len(timed_words)] and step_views [len(path), 36] (empty [0, 0] / [0, 36] without a
-pose trace), has_text_features with text_features [L, D] (empty [0, 0] without). Key
+pose trace), has_step_subwords with step_subwords [len(path), m] (the trace's `text_masks`),
+has_text_features with text_features [m, D] stored as bfloat16 bit patterns (uint16, ragged;
+`load_rxr` returns `ml_dtypes.bfloat16` arrays; empty [0, 0] without). Key
 `{instruction_id}_{annotator}`.
 TensorFlow is not needed: the builder writes ArrayRecord, read back with `tfds.data_source`.
 """
@@ -32,6 +34,7 @@ import importlib
 import os
 from typing import Mapping, Sequence
 
+import ml_dtypes
 import numpy as np
 import tensorflow_datasets as tfds
 
@@ -211,10 +214,24 @@ def to_example(rec: Mapping) -> dict:
                        else np.zeros((0, 0), bool)),
         "step_views": (np.asarray(rec["step_views"], bool) if has_masks
                        else np.zeros((0, NUM_VIEWS), bool)),
+        "has_step_subwords": rec.get("step_subwords") is not None,
+        "step_subwords": (np.asarray(rec["step_subwords"], bool)
+                          if rec.get("step_subwords") is not None else np.zeros((0, 0), bool)),
         "has_text_features": tf is not None,
-        "text_features": (np.asarray(tf, np.float32) if tf is not None
-                          else np.zeros((0, 0), np.float32)),
+        "text_features": (to_bfloat16_bits(tf) if tf is not None
+                          else np.zeros((0, 0), np.uint16)),
     }
+
+
+def to_bfloat16_bits(x) -> np.ndarray:
+    """The bfloat16 bit patterns (uint16) of float values: how text features are stored, at
+    half the bytes of float32 and ragged per example."""
+    return np.asarray(x, np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
+
+
+def from_bfloat16_bits(bits) -> np.ndarray:
+    """bfloat16 values (`ml_dtypes.bfloat16`) of stored bit patterns."""
+    return np.asarray(bits, np.uint16).view(ml_dtypes.bfloat16)
 
 
 def _text(v) -> str:
@@ -234,7 +251,9 @@ def from_row(row: Mapping) -> dict:
         timed_words=[_text(w) for w in row["timed_words"]],
         step_words=np.asarray(row["step_words"], bool) if has_masks else None,
         step_views=np.asarray(row["step_views"], bool) if has_masks else None,
-        text_features=(np.asarray(row["text_features"], np.float32)
+        step_subwords=(np.asarray(row["step_subwords"], bool)
+                       if bool(row["has_step_subwords"]) else None),
+        text_features=(from_bfloat16_bits(row["text_features"])
                        if bool(row["has_text_features"]) else None))
 
 
@@ -262,8 +281,11 @@ CITATION = r"""@inproceedings{ku2020rxr,
 class Builder(ttw_tfds.ArrayRecordBuilder):
     """RxR / R2R instructions, one example per instruction (see the module docstring)."""
 
-    VERSION = tfds.core.Version("1.0.0")
-    RELEASE_NOTES = {"1.0.0": "Initial release."}
+    VERSION = tfds.core.Version("1.1.0")
+    RELEASE_NOTES = {"1.0.0": "Initial release.",
+                     "1.1.0": "Text features as bfloat16 (ragged); the release's text-feature "
+                              "files and pose-trace keys (feature_weights, intrinsic_matrix, "
+                              "text_masks -> step_subwords)."}
     BUILDER_CONFIGS = [
         RxrConfig(name="synthetic", description="Synthetic en-US / hi-IN instructions on real "
                                                 "Matterport3D graphs (manual dir: connectivity)."),
@@ -288,8 +310,9 @@ class Builder(ttw_tfds.ArrayRecordBuilder):
         "rxr_val_unseen_follower.jsonl.gz, rxr_test_standard_public_guide.jsonl.gz) of "
         "https://github.com/google-research-datasets/RxR in the manual directory; each split "
         "with a file becomes a split. Optional: the release's `pose_traces/rxr_{split}/` "
-        "(word / view masks) and `text_features/{instruction_id:06d}.npy` (float [L, D], "
-        "converted from the release's TF-Example protos). The r2r config: any of "
+        "(word / view masks) and `text_features/rxr_{split}/"
+        "{instruction_id:06d}_{lang}_text_features.npz` (multilingual-BERT features). "
+        "The r2r config: any of "
         "R2R_train.json, R2R_val_seen.json, R2R_val_unseen.json, R2R_test.json "
         "(Matterport3DSimulator `tasks/R2R/data`). The synthetic config: the Matterport3D "
         "`<scan>_connectivity.json` files (Matterport3DSimulator `connectivity/`).")
@@ -317,8 +340,12 @@ class Builder(ttw_tfds.ArrayRecordBuilder):
                                                    encoding=zlib),
                 "step_views": tfds.features.Tensor(shape=(None, NUM_VIEWS), dtype=np.bool_,
                                                    encoding=zlib),
+                "has_step_subwords": tfds.features.Scalar(dtype=np.bool_),
+                "step_subwords": tfds.features.Tensor(shape=(None, None), dtype=np.bool_,
+                                                      encoding=zlib),
                 "has_text_features": tfds.features.Scalar(dtype=np.bool_),
-                "text_features": tfds.features.Tensor(shape=(None, None), dtype=np.float32,
+                # bfloat16 bit patterns, [num_subwords, D] per example (`to_bfloat16_bits`)
+                "text_features": tfds.features.Tensor(shape=(None, None), dtype=np.uint16,
                                                       encoding=zlib),
             }),
             homepage="https://github.com/google-research-datasets/RxR",

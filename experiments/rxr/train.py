@@ -4,8 +4,11 @@
 path and half policy gradient with an nDTW reward (one `lax.scan` rollout per step, inside the
 data-parallel jit step), checkpoints with orbax (a killed run resumes with identical results),
 stops early on the dev metric, then reports PL / NE / SR / SPL / nDTW / SDTW of the best
-parameters (greedy decoding) on every evaluation split, overall and per language, beside the
-random-walk, random-heading and first-step baselines (Ku et al. 2020, Table 4).
+parameters (greedy decoding) on every evaluation split, overall, per language (and per annotator
+with `eval.per_annotator`), beside the random-walk, random-heading and first-step baselines
+(Ku et al. 2020, Table 4). The dev and evaluation splits keep the RxR annotations of
+`data.eval_annotators` only (guides by default, as the paper evaluates), whichever annotators
+the model trains on.
 """
 from __future__ import annotations
 
@@ -31,12 +34,14 @@ from ttw_jax.rxr.synthetic import node_landmarks
 
 # eval splits are not resumable: their scans join the graph (node numbering, action space)
 RESUMABLE_CHANGES = ("patience", "eval.batch_size", "eval.baselines", "eval.baseline_seeds",
-                     "data.tfds_dir", "data.manual_dir", "data.connectivity_dir")
+                     "eval.per_annotator", "data.tfds_dir", "data.manual_dir",
+                     "data.connectivity_dir")
 MODELS = ("full", "language_only", "vision_only")
 MODES = ("train", "baselines")
 HOLDOUT = "train_holdout"   # dev split carved out of train (`data.holdout_every`)
+GROUPINGS = ("per_language", "per_locale", "per_annotator")   # r2r_eval.evaluate's breakdowns
 BATCH_KEYS = ("start", "heading", "path", "path_len", "gold", "tokens", "token_len",
-              "text_features", "word_mask", "view_mask", "has_masks")
+              "text_features", "word_mask", "view_mask", "has_masks", "has_word_mask")
 
 
 def view_feature_table(config: ml_collections.ConfigDict, graph, nodes) -> np.ndarray:
@@ -67,6 +72,14 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
         records[d.train_split] = [r for r in train_records
                                   if r["path_id"] % d.holdout_every != 0]
         wanted.append(HOLDOUT)
+    # Evaluation scores the paths of `data.eval_annotators` only (the paper: guides), whichever
+    # annotators the model trains on.
+    annotators = splits(d.eval_annotators)
+    for s in set(wanted) - {d.train_split}:
+        records[s] = rxr_data.evaluated_records(records[s], annotators)
+        if not records[s]:
+            raise ValueError(f"split {s!r} of rxr/{d.tfds_config} has no annotations by "
+                             f"{annotators} (data.eval_annotators)")
     scans = sorted({r["scan"] for s in wanted for r in records[s]})
     graph, nodes, scan_of = load_matterport_graph(d.connectivity_dir, scans)
     vocab = Vocabulary.load_or_build(
@@ -74,11 +87,8 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
         save=jax.process_index() == 0)
     languages = sorted({r["language"] for s in wanted for r in records[s]})
     episodes = {s: rxr_episodes.episodes(records[s], nodes, graph, vocab, languages,
-                                         d.max_tokens, d.max_path) for s in wanted}
-    with_features = {s for s, e in episodes.items() if "text_features" in e}
-    if with_features and with_features != set(wanted):
-        raise ValueError(f"text features exist for splits {sorted(with_features)} but not for "
-                         f"{sorted(set(wanted) - with_features)}: provide them for every split")
+                                         d.max_tokens, d.max_path, d.text_features)
+                for s in wanted}
     return dict(graph=graph, nodes=nodes, geodesic=geodesic_table(graph, scan_of), vocab=vocab,
                 languages=languages, episodes=episodes,
                 features=view_feature_table(config, graph, nodes))
@@ -148,12 +158,14 @@ def evaluate_baselines(config, baselines: dict, data, graph, geodesic, split: st
     for name, run in baselines.items():
         runs = [r2r_eval.evaluate(run, graph, geodesic, None, data["episodes"][split],
                                   jax.random.fold_in(key, 1000 + seed), config.eval.batch_size,
-                                  data["languages"])
+                                  data["languages"], config.eval.per_annotator)
                 for seed in range(config.eval.baseline_seeds)]
         out[name] = mean_over_seeds(runs, r2r_eval.METRICS)
-        out[name]["per_language"] = {
-            lang: {k: float(np.mean([r["per_language"][lang][k] for r in runs]))
-                   for k in r2r_eval.METRICS} for lang in runs[0]["per_language"]}
+        for group in GROUPINGS:
+            if group in runs[0]:
+                out[name][group] = {
+                    g: {k: float(np.mean([r[group][g][k] for r in runs]))
+                        for k in r2r_eval.METRICS} for g in runs[0][group]}
     return out
 
 
@@ -185,10 +197,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     rollout = r2r_eval.make_rollout(model_factory(model), config.eval.horizon,
                                     config.loss.success_radius)
 
-    def evaluate(params, split=config.data.dev_split, languages=None):
+    def evaluate(params, split=config.data.dev_split, languages=None, per_annotator=False):
         ev = r2r_eval.evaluate(rollout, graph, geodesic, (params, features),
                                data["episodes"][split], run.key(EVAL), config.eval.batch_size,
-                               languages)
+                               languages, per_annotator)
         return {k: v for k, v in ev.items() if k != "episodes"}
 
     state, best_params, meta = run.fit(
@@ -203,7 +215,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     baselines = baseline_rollouts(config, num_steps)
     for split in splits(config.data.eval_splits):
         results[split] = {"episodes": len(data["episodes"][split]["start"]),
-                          config.model.name: evaluate(best_params, split, data["languages"]),
+                          config.model.name: evaluate(best_params, split, data["languages"],
+                                                      config.eval.per_annotator),
                           **evaluate_baselines(config, baselines, data, graph, geodesic, split,
                                                run.key(EVAL))}
     return run.finish(results, format_results(results))
@@ -220,7 +233,7 @@ def run_baselines(config: ml_collections.ConfigDict, run: Run, data: dict) -> di
         eps = data["episodes"][split]
         gold = r2r_eval.evaluate(r2r_eval.make_rollout(gold_factory, eps["gold"].shape[1]), graph,
                                  geodesic, None, eps, run.key(EVAL), config.eval.batch_size,
-                                 data["languages"])
+                                 data["languages"], config.eval.per_annotator)
         results[split] = {"episodes": len(eps["start"]),
                           "gold": {k: v for k, v in gold.items() if k != "episodes"},
                           **evaluate_baselines(config, baselines, data, graph, geodesic, split,
@@ -242,7 +255,8 @@ def format_results(results: dict) -> str:
                 lines.append(f"{split:12s} {agent:16s} " + " ".join(
                     f"{m[n]:6.3f}" + (f" ({m[n + '_std']:.3f})" if n + "_std" in m else "")
                     for n in names))
-                for lang, lm in m.get("per_language", {}).items():
-                    lines.append(f"{split:12s} {'  ' + lang:16s} " +
-                                 " ".join(f"{lm[n]:6.3f}" for n in names))
+                for group in GROUPINGS:
+                    for g, gm in m.get(group, {}).items():
+                        lines.append(f"{split:12s} {'  ' + g:16s} " +
+                                     " ".join(f"{gm[n]:6.3f}" for n in names))
     return "\n".join(lines)

@@ -136,7 +136,8 @@ def resolve(config, sdr_cfg, sdr_dir: str, views: dict, keep: Sequence[int]):
     views `keep`, best step)."""
     vocab = Vocabulary.load(os.path.join(sdr_dir, "vocab.json"))
     model = sdr_train.build_model(sdr_cfg, len(vocab))
-    tokens, token_len = vocab.encode(views["text"], sdr_cfg.data.max_tokens)
+    tokens, token_len = vocab.encode(views["text"], sdr_cfg.data.max_tokens,
+                                     "descriptions (sdr.data.max_tokens)")
     split = {**views, "tokens": tokens, "token_len": token_len}
     template = model.init(jax.random.key(0), tokens[:2], token_len[:2],
                           views["features"][:2].astype(np.float32))

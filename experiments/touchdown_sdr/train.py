@@ -67,7 +67,8 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
                                      save=jax.process_index() == 0)
     out = {}
     for name, s in splits.items():
-        tokens, token_len = vocab.encode(s["text"], d.max_tokens)
+        tokens, token_len = vocab.encode(s["text"], d.max_tokens,
+                                             f"{name} descriptions (data.max_tokens)")
         out[name] = dict(features=s["features"], center=np.asarray(s["center"], np.float32),
                          tokens=tokens, token_len=token_len, route_id=np.asarray(s["route_id"]),
                          text=list(s["text"]))

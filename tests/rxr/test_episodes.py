@@ -6,11 +6,12 @@ import math
 import jax
 import jax.numpy as jnp
 import ml_collections
+import ml_dtypes
 import numpy as np
 import pytest
 
 from ttw_jax.core.pano_graph import NodeTable, build_graph
-from ttw_jax.core.vocab import Vocabulary
+from ttw_jax.core.vocab import TruncationWarning, Vocabulary
 from ttw_jax.rxr import views
 from ttw_jax.rxr.episodes import episodes, gold_actions, token_positions
 from ttw_jax.rxr.graph import geodesic_table
@@ -38,7 +39,8 @@ def square():
 
 def record(**kw):
     r = dict(instruction_id=7, path_id=3, scan="s", path=["a", "b", "c"], heading=0.25,
-             instruction="Go north, then turn right.", language="en-US", timed_words=[],
+             instruction="Go north, then turn right.", language="en-US", annotator="guide",
+             timed_words=[],
              step_words=None, step_views=None, text_features=None)
     r.update(kw)
     return r
@@ -56,15 +58,17 @@ def test_gold_actions_follow_the_reference_path():
 def test_episode_arrays():
     graph, nodes = square()
     vocab = Vocabulary.build(["go north then turn right", "walk"])
-    ep = episodes([record(), record(instruction_id=8, path=["c"], language="hi-IN")], nodes,
-                  graph, vocab, ["en-US", "hi-IN"], max_tokens=6, max_path=4)
+    with pytest.warns(TruncationWarning, match="2 of 2 instructions .* more than 6 tokens "
+                                               r"\(longest 7\)"):
+        ep = episodes([record(), record(instruction_id=8, path=["c"], language="hi-IN")], nodes,
+                      graph, vocab, ["en-US", "hi-IN"], max_tokens=6, max_path=4)
     np.testing.assert_array_equal(ep["path"], [[0, 1, 2, -1], [2, -1, -1, -1]])
     np.testing.assert_array_equal(ep["gold"], [[1, 1, 0, 0], [0, 0, 0, 0]])
     np.testing.assert_array_equal(ep["path_len"], [3, 1])
     np.testing.assert_array_equal(ep["start"], [0, 2])
     np.testing.assert_array_equal(ep["language"], [0, 1])
     np.testing.assert_allclose(ep["heading"], [0.25, 0.25])
-    # "go north , then turn right ." -> 7 tokens cut to 6
+    # "go north , then turn right ." -> 7 tokens cut to 6, with a warning (see below)
     assert list(ep["token_len"]) == [6, 6]
     assert "word_mask" not in ep and "text_features" not in ep
     with pytest.raises(ValueError, match="exceeds max_path=2"):
@@ -93,19 +97,42 @@ def test_pose_trace_masks_become_token_masks():
                  step_views=step_views)
     ep = episodes([rec, record(instruction_id=9)], nodes, graph, vocab, ["en-US"], 8, 4)
     np.testing.assert_array_equal(ep["has_masks"], [True, False])
-    np.testing.assert_array_equal(ep["word_mask"][0, :3].astype(int), [
-        [1, 1, 1, 0, 0, 0, 0, 0], [0, 0, 0, 1, 1, 0, 0, 0], [0, 0, 0, 0, 0, 1, 1, 0]])
-    assert not ep["word_mask"][0, 3:].any() and not ep["word_mask"][1].any()
+    np.testing.assert_array_equal(ep["has_word_mask"], [True, False])
+    # b_t: the words spoken at or before step t (running OR; padded steps keep the last)
+    np.testing.assert_array_equal(ep["word_mask"][0].astype(int), [
+        [1, 1, 1, 0, 0, 0, 0, 0], [1, 1, 1, 1, 1, 0, 0, 0], [1, 1, 1, 1, 1, 1, 1, 0],
+        [1, 1, 1, 1, 1, 1, 1, 0]])
+    assert not ep["word_mask"][1].any()
     np.testing.assert_array_equal(np.nonzero(ep["view_mask"][0])[1], [12, 15, 16])
 
 
-def test_text_features_replace_token_lengths():
+def test_text_features_and_their_subword_masks():
     graph, nodes = square()
     vocab = Vocabulary.build(["go"])
-    recs = [record(text_features=np.ones((3, 5))), record(text_features=np.ones((9, 5)))]
-    ep = episodes(recs, nodes, graph, vocab, ["en-US"], 6, 4)
+    sub = np.zeros((3, 9), bool)
+    sub[0, 0] = sub[1, [1, 2]] = sub[2, 8] = True      # subword 8 is cut (max_tokens 6)
+    recs = [record(text_features=np.arange(15.0).reshape(3, 5)),
+            record(text_features=np.ones((9, 5)), step_views=np.zeros((3, 36), bool),
+                   step_subwords=sub)]
+    with pytest.warns(TruncationWarning, match="1 of 2 instructions' text features"):
+        ep = episodes(recs, nodes, graph, vocab, ["en-US"], 6, 4, text_features=True)
     assert ep["text_features"].shape == (2, 6, 5)
+    assert ep["text_features"].dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(ep["text_features"][0, :3].astype(np.float32),
+                                  np.arange(15.0).reshape(3, 5))
     assert list(ep["token_len"]) == [3, 6] and ep["text_features"][0, 3:].sum() == 0
+    assert not ep["tokens"].any()                      # the features replace the words
+    np.testing.assert_array_equal(ep["has_word_mask"], [False, True])
+    np.testing.assert_array_equal(ep["word_mask"][1, :3].astype(int), [
+        [1, 0, 0, 0, 0, 0], [1, 1, 1, 0, 0, 0], [1, 1, 1, 0, 0, 0]])
+    # asked for and missing: refused, naming the instruction
+    with pytest.raises(ValueError, match=r"1 of 2 instructions have none, e.g. instruction_id "
+                                         r"\[9\]"):
+        episodes([recs[0], record(instruction_id=9)], nodes, graph, vocab, ["en-US"], 6, 4,
+                 text_features=True)
+    # present but not asked for: the words are used
+    ep = episodes(recs[:1], nodes, graph, vocab, ["en-US"], 8, 4)
+    assert "text_features" not in ep and ep["token_len"][0] == 7
 
 
 def test_view_geometry():
@@ -144,7 +171,7 @@ def test_grounding_loss_enters_the_mixed_loss():
                                  jnp.zeros((2, 36, 4)), jnp.zeros((2, graph.max_degree, 6)),
                                  jnp.ones((2, graph.max_degree), bool))
     keys = ("start", "heading", "path", "path_len", "gold", "tokens", "token_len", "word_mask",
-            "view_mask", "has_masks")
+            "view_mask", "has_masks", "has_word_mask")
     batch = {k: jnp.asarray(ep[k]) for k in keys}
     consts = (jax.device_put(graph), jnp.zeros((4, 36, 0)),
               jax.device_put(geodesic_table(graph, np.zeros(4, np.int32))))
@@ -157,3 +184,24 @@ def test_grounding_loss_enters_the_mixed_loss():
     assert "grounding_loss" in m1 and "grounding_loss" not in m0
     assert float(m1["grounding_loss"]) > 0
     np.testing.assert_allclose(float(l1 - l0), float(m1["grounding_loss"]), rtol=1e-5)
+
+
+def test_evaluation_keeps_the_guides_and_groups_results_as_the_paper():
+    from ttw_jax.rxr.dataset import evaluated_records
+    from ttw_jax.rxr.evaluation import group_means, language_group
+    recs = [record(instruction_id=1), record(instruction_id=1, annotator="follower"),
+            record(instruction_id=2, annotator="r2r")]
+    assert [(r["instruction_id"], r["annotator"]) for r in evaluated_records(recs, ["guide"])] \
+        == [(1, "guide"), (2, "r2r")]
+    assert [r["annotator"] for r in evaluated_records(recs, ["follower"])] == ["follower", "r2r"]
+    assert len(evaluated_records(recs, ["guide", "follower"])) == 3
+    with pytest.raises(ValueError, match="non-empty subset"):
+        evaluated_records(recs, ["leader"])
+    assert [language_group(x) for x in ("en-IN", "en-US", "hi-IN", "te-IN", "en")] == \
+        ["en", "en", "hi", "te", "en"]
+    # SR 1, 0, 1, 0 on en-IN, en-US, en-US, hi-IN: en = (1 + 0 + 1) / 3, hi = 0
+    per = {k: np.asarray([1.0, 0.0, 1.0, 0.0]) for k in ("pl", "ne", "sr", "spl", "ndtw", "sdtw")}
+    groups = np.asarray(["en", "en", "en", "hi"])
+    got = group_means(per, groups, ["en", "hi", "te"])
+    assert set(got) == {"en", "hi"} and got["en"]["sr"] == pytest.approx(2 / 3)
+    assert got["hi"]["ndtw"] == 0.0

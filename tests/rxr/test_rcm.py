@@ -117,7 +117,8 @@ def real():
         entries = json.load(f)
     scans = sorted({e["scan"] for e in entries})[:3]
     recs = [dict(instruction_id=e["path_id"] * 10 + k, path_id=e["path_id"], scan=e["scan"],
-                 path=e["path"], heading=e["heading"], instruction=text, language="en")
+                 path=e["path"], heading=e["heading"], instruction=text, language="en",
+                 annotator="r2r")
             for e in entries if e["scan"] in scans for k, text in enumerate(e["instructions"])]
     graph, nodes, scan_of = load_matterport_graph(conn, scans)
     vocab = Vocabulary.build(r["instruction"] for r in recs)

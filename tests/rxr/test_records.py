@@ -75,12 +75,11 @@ def camera_matrix(heading_deg, elevation_deg, up="y", position=(1.0, 2.0, 1.5)):
 def write_pose_trace(path, panos, times, angles, up="y", audio_time=None, layout="release",
                      **extra):
     """An `.npz` pose trace; layout "release" ([T, 1] pano/time, [T, 16] extrinsics) or
-    "square" ([T] and [T, 4, 4])."""
+    "square" ([T] and [T, 4, 4]); `extra` adds keys (intrinsic_matrix, feature_weights,
+    text_masks, ...), None drops one."""
     ext = np.stack([camera_matrix(h, e, up) for h, e in angles]).astype(np.float32)
     arrays = {"pano": np.asarray(panos), "time": np.asarray(times, np.float32),
-              "extrinsic_matrix": ext,
-              "intrinsic_matrix": np.tile(np.eye(4, dtype=np.float32).ravel(), (len(panos), 1)),
-              "feature_weights": np.zeros((3, 36), np.float32)}
+              "extrinsic_matrix": ext}
     if audio_time is not None:
         arrays["audio_time"] = np.asarray(audio_time, np.float32)
     if layout == "release":
@@ -311,7 +310,7 @@ def test_read_rxr_gz_and_plain_jsonl(tmp_path):
         "instruction_id": 7, "path_id": 107, "scan": "scanA", "path": ["vp_a", "vp_b", "vp_c"],
         "heading": 1.25, "instruction": "Walk past the sofa and stop.", "language": "en-US",
         "annotator": "guide", "edit_distance": 0.125, "distance": first["distance"],
-        "timed_words": ["Walk", "past"], "step_words": None, "step_views": None,
+        "timed_words": ["Walk", "past"], "step_words": None, "step_views": None, "step_subwords": None,
         "text_features": None}
     assert math.isnan(first["distance"])
     assert records[1]["instruction"] == HINDI and records[1]["timed_words"] == ["सीधे", "चलिए"]
@@ -500,3 +499,72 @@ def test_check_record():
             ({k: v for k, v in rec.items() if k != "scan"}, "gen: missing field 'scan'")]:
         with pytest.raises(rr.RecordFormatError, match=message):
             rr.check_record(bad, "gen")
+
+
+# ----------------------------------------------------------------------------- release keys
+
+def gl_perspective(fovy_deg=60.0, aspect=4 / 3, near=0.1, far=100.0):
+    """An OpenGL projection matrix (row-major), as the release's `intrinsic_matrix`."""
+    t = 1 / math.tan(math.radians(fovy_deg) / 2)
+    return np.array([[t / aspect, 0, 0, 0], [0, t, 0, 0],
+                     [0, 0, (far + near) / (near - far), 2 * far * near / (near - far)],
+                     [0, 0, -1, 0]])
+
+
+@pytest.mark.parametrize("up", ["y", "z"])
+def test_a_snapshot_covers_every_view_its_camera_sees(up, tmp_path):
+    # One level snapshot facing east (heading 90) through a 60-degree-tall 4:3 camera: it sees
+    # headings 90 +- 37.6 and elevations +-30 at its centre, so the 60-degree views at headings
+    # 30..150 (indices 1-5) overlap it at all three elevations; the nearest view alone is 15.
+    trace = write_pose_trace(tmp_path / "t.npz", ["vp_a"], [0.0], [(90, 0)], up=up,
+                             intrinsic_matrix=gl_perspective().reshape(1, 16))
+    words, views, sub = rr.pose_trace_masks(trace, ["vp_a"], [0.0], [1.0], "auto")
+    assert sorted(np.nonzero(views[0])[0]) == [e * 12 + h for e in range(3) for h in range(1, 6)]
+    assert sub is None and words.tolist() == [[True]]
+    # without intrinsics: the view nearest the snapshot's centre (older traces)
+    trace = write_pose_trace(tmp_path / "u.npz", ["vp_a"], [0.0], [(90, 0)], up=up)
+    assert np.nonzero(rr.pose_trace_masks(trace, ["vp_a"], [0.0], [1.0])[1][0])[0].tolist() \
+        == [15]
+
+
+def test_feature_weights_and_text_masks_of_the_release(tmp_path):
+    weights = np.zeros((3, 36), np.float32)
+    weights[0, [3, 4]] = [0.5, 0.01]
+    weights[2, 35] = 1.0
+    text = np.zeros((3, 4, 1), bool)
+    text[1, 2] = text[2, 3] = True
+    trace = write_case_trace(tmp_path, feature_weights=weights, text_masks=text,
+                             intrinsic_matrix=np.tile(gl_perspective().ravel(), (6, 1)))
+    words, views, sub = rr.pose_trace_masks(trace, CASE_PATH, *rr.fill_word_times(
+        [w.get("start_time", math.nan) for w in CASE_WORDS],
+        [w.get("end_time", math.nan) for w in CASE_WORDS]))
+    np.testing.assert_array_equal(views, weights > 0)      # they win over the intrinsics
+    np.testing.assert_array_equal(sub, text[..., 0])
+    np.testing.assert_array_equal(words, CASE_STEP_WORDS)
+    bad = write_case_trace(tmp_path, 8, feature_weights=weights[:2])
+    with pytest.raises(rr.PoseTraceError, match="'feature_weights' has 2 rows, expected one per "
+                                                "path viewpoint \\(3\\)"):
+        rr.pose_trace_masks(bad, CASE_PATH, [0.0], [1.0])
+
+
+def test_text_features_in_the_release_layout(tmp_path):
+    folder = tmp_path / "text_features" / "rxr_train"
+    folder.mkdir(parents=True)
+    feats = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.savez(folder / "000007_en_text_features.npz", tokens=np.asarray([["[CLS]"], ["walk"],
+                                                                         ["[SEP]"]]),
+             features=feats)
+    np.savez(folder / "000009_hi_text_features.npz", features=feats[:2])
+    write_jsonl(tmp_path / "rxr_train_guide.jsonl.gz",
+                [rxr_line(7), rxr_line(9, "hi-IN", instruction=HINDI), rxr_line(8, "te")])
+    recs = {r["instruction_id"]: r for r in rr.read_rxr(str(tmp_path / "rxr_train_guide.jsonl.gz"))}
+    np.testing.assert_array_equal(recs[7]["text_features"], feats)
+    np.testing.assert_array_equal(recs[9]["text_features"], feats[:2])   # "hi" for hi-IN
+    assert recs[8]["text_features"] is None
+    np.savez(folder / "000008_te_text_features.npz", tokens=np.asarray(["a"]), features=feats)
+    with pytest.raises(rr.PoseTraceError, match="key 'tokens' has 1 rows, 'features' 3"):
+        rr.read_rxr(str(tmp_path / "rxr_train_guide.jsonl.gz"))
+    assert rr.text_features_candidates("/m", 7, "en-US", "val_seen")[:3] == [
+        "/m/text_features/rxr_val_seen/000007_en_text_features.npz",
+        "/m/text_features/000007_en_text_features.npz",
+        "/m/pose_traces/rxr_val_seen/000007_en_text_features.npz"]

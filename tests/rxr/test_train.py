@@ -17,7 +17,10 @@ class TestTrainer(TrainerContract):
         assert res["val_unseen"]["episodes"] == 300
         assert set(res["languages"]) == {"en-US", "hi-IN"}
         agent = res["val_unseen"]["full"]
-        assert set(agent["per_language"]) == {"en-US", "hi-IN"}
+        # the paper's languages (en = en-IN and en-US together), and each locale as an extra
+        assert set(agent["per_language"]) == {"en", "hi"}
+        assert set(agent["per_locale"]) == {"en-US", "hi-IN"}
+        assert agent["per_language"]["hi"] == agent["per_locale"]["hi-IN"]
         for m in (agent, res["val_unseen"]["random_walk"]):
             assert 0 <= m["sdtw"] <= m["ndtw"] <= 1 and 0 <= m["spl"] <= m["sr"] <= 1
             assert m["pl"] >= 0 and m["ne"] >= 0

@@ -148,7 +148,7 @@ def episodes(records: Sequence[dict], vocab: Vocabulary, max_tokens: int = 100,
             [_pad([np.concatenate([p, np.repeat(p[-1:], p_max - len(p), 0)]) for p in pair],
                   p_max) for pair in paths])
         texts = [s for r in records for s in r["instructions"][f"{key}_inst_gt"]]
-        tokens, lengths = vocab.encode(texts, max_tokens)
+        tokens, lengths = vocab.encode(texts, max_tokens, "instructions (data.max_tokens)")
         out[f"{phase}_tokens"] = tokens.reshape(n, 2, max_tokens)
         out[f"{phase}_token_len"] = lengths.reshape(n, 2)
     out["target_pos"] = np.array([r["gt_objects_pos"]["navi_obj_pos_gt"] for r in records],

@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 import re
+import warnings
 from collections import Counter
 from typing import Iterable, Sequence
 
@@ -24,6 +25,27 @@ def tokenize(text: str) -> list[str]:
     """Lower-cased words (maximal runs of non-space, non-punctuation characters) and single
     punctuation marks."""
     return _TOKEN.findall(text.lower())
+
+
+class TruncationWarning(UserWarning):
+    """Some inputs were longer than the configured maximum and were cut."""
+
+
+def report_truncation(lengths, max_len: int, what: str, unit: str, mode: str = "warn") -> int:
+    """Counts the `lengths` [E] above `max_len`; when there are any, warns (`mode` "warn") or
+    raises ValueError ("error") with the counts and the longest. Returns the count."""
+    if mode not in ("warn", "error"):
+        raise ValueError(f"truncate must be 'warn' or 'error', got {mode!r}")
+    lengths = np.asarray(lengths)
+    cut = int(np.sum(lengths > max_len))
+    if cut:
+        message = (f"{cut} of {len(lengths)} {what} have more than {max_len} {unit} (longest "
+                   f"{int(lengths.max())}) and are cut to {max_len}; raise the limit to keep "
+                   "them whole")
+        if mode == "error":
+            raise ValueError(message)
+        warnings.warn(message, TruncationWarning, stacklevel=3)
+    return cut
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,15 +66,22 @@ class Vocabulary:
     def __len__(self) -> int:
         return len(self.words)
 
-    def encode(self, texts: Sequence[str], max_len: int) -> tuple[np.ndarray, np.ndarray]:
-        """(ids [E, max_len] int32, lengths [E] int32); longer texts are truncated."""
+    def encode(self, texts: Sequence[str], max_len: int, what: str = "texts",
+               truncate: str = "warn") -> tuple[np.ndarray, np.ndarray]:
+        """(ids [E, max_len] int32, lengths [E] int32). Texts longer than `max_len` tokens are
+        cut, never silently: `truncate` "warn" (a `TruncationWarning` with the counts, naming
+        them `what`) or "error" (ValueError)."""
         index = self.index
         ids = np.zeros((len(texts), max_len), np.int32)
         lengths = np.zeros(len(texts), np.int32)
+        full = np.zeros(len(texts), np.int64)
         for i, t in enumerate(texts):
-            toks = [index.get(w, UNK) for w in tokenize(t)][:max_len]
+            toks = [index.get(w, UNK) for w in tokenize(t)]
+            full[i] = len(toks)
+            toks = toks[:max_len]
             ids[i, :len(toks)] = toks
             lengths[i] = max(len(toks), 1)
+        report_truncation(full, max_len, what, "tokens", truncate)
         return ids, lengths
 
     def save(self, path: str) -> None:

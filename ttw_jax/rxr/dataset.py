@@ -26,3 +26,17 @@ def load_split_records(config, splits: Sequence[str], tfds_dir: str | None = Non
     config = ttw_tfds.builder_config(rxr_builder.Builder, config)
     prepare(config, tfds_dir, manual_dir)
     return rxr_builder.load_rxr(tfds_dir, config, splits=list(splits))
+
+
+RXR_ANNOTATORS = ("guide", "follower")
+
+
+def evaluated_records(records: Sequence[dict], annotators: Sequence[str]) -> list[dict]:
+    """The records an evaluation scores: of the RxR annotations only those by `annotators` (a
+    non-empty subset of guide / follower; the paper evaluates the guides' paths), R2R and
+    synthetic records always."""
+    if not annotators or not set(annotators) <= set(RXR_ANNOTATORS):
+        raise ValueError(f"evaluated annotators must be a non-empty subset of {RXR_ANNOTATORS}, "
+                         f"got {tuple(annotators)}")
+    return [r for r in records
+            if r["annotator"] not in RXR_ANNOTATORS or r["annotator"] in annotators]

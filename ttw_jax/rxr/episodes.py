@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import ml_dtypes
 import numpy as np
 
 from ttw_jax.core.pano_graph import NodeTable, PanoGraph
-from ttw_jax.core.vocab import Vocabulary, tokenize
+from ttw_jax.core.vocab import Vocabulary, report_truncation, tokenize
 from ttw_jax.rxr.env import STOP
+from ttw_jax.rxr.records import ANNOTATORS
 from ttw_jax.rxr.views import NUM_VIEWS
 
 
@@ -47,16 +49,22 @@ def token_positions(instruction: str, timed_words: Sequence[str]) -> list[list[i
 
 
 def episodes(records: Sequence[dict], nodes: NodeTable, graph: PanoGraph, vocab: Vocabulary,
-             languages: Sequence[str], max_tokens: int, max_path: int) -> dict:
+             languages: Sequence[str], max_tokens: int, max_path: int,
+             text_features: bool = False) -> dict:
     """Padded arrays of a split.
 
     Returns start, path_len, token_len, language (index into `languages`), instruction_id,
-    path_id: [E] int32; heading [E] float32 (radians); path [E, max_path] node ids (-1 padded);
-    gold [E, max_path] actions along the reference path, then STOP (STOP padded); tokens
-    [E, max_tokens]. With pose-trace masks on any record, also word_mask [E, max_path,
-    max_tokens] and view_mask [E, max_path, 36] (bool, per reference step) and has_masks [E].
-    With text features on every record, text_features [E, max_tokens, D] float32 (token_len is
-    then the feature length).
+    path_id, annotator (index into `records.ANNOTATORS`): [E] int32; heading [E] float32
+    (radians); path [E, max_path] node ids (-1 padded; a longer path raises ValueError);
+    gold [E, max_path] actions along the reference path, then STOP (STOP padded).
+    The instruction: without `text_features`, tokens [E, max_tokens] of `vocab` (longer
+    instructions are cut with a `TruncationWarning`); with `text_features`, every record's
+    features as text_features [E, max_tokens, D] bfloat16 (token_len their length; ValueError
+    naming the records without; tokens all padding).
+    Pose-trace masks, when a record has them: view_mask [E, max_path, 36] and has_masks [E]
+    (the paper's m_t), word_mask [E, max_path, max_tokens] and has_word_mask [E] (b_t: the
+    words, or text-feature subwords, spoken at or before each reference step; from the trace's
+    word times over tokens, or its `text_masks` over subwords).
     """
     e = len(records)
     path = np.full((e, max_path), -1, np.int32)
@@ -73,42 +81,77 @@ def episodes(records: Sequence[dict], nodes: NodeTable, graph: PanoGraph, vocab:
         gold[i, :len(ids)] = gold_actions(graph, list(ids), where)
         if rec["language"] not in lang_index:
             raise ValueError(f"{where}: language {rec['language']!r} not in {list(languages)}")
-    tokens, token_len = vocab.encode([r["instruction"] for r in records], max_tokens)
+    if text_features:
+        tokens = np.zeros((e, max_tokens), np.int32)
+        features, token_len = _text_features(records, max_tokens)
+    else:
+        tokens, token_len = vocab.encode([r["instruction"] for r in records], max_tokens,
+                                         "instructions (data.max_tokens)")
     out = dict(start=path[:, 0].copy(), heading=np.asarray([r["heading"] for r in records],
                                                            np.float32).reshape(e),
                path=path, path_len=path_len, gold=gold, tokens=tokens, token_len=token_len,
                language=np.asarray([lang_index[r["language"]] for r in records], np.int32),
                instruction_id=np.asarray([r["instruction_id"] for r in records], np.int32),
-               path_id=np.asarray([r["path_id"] for r in records], np.int32))
-    if any(r.get("step_words") is not None for r in records):
-        out.update(_masks(records, max_path, max_tokens))
-    feats = [r.get("text_features") for r in records]
-    if e and all(f is not None for f in feats):
-        dim = feats[0].shape[-1]
-        tf = np.zeros((e, max_tokens, dim), np.float32)
-        for i, f in enumerate(feats):
-            f = np.asarray(f, np.float32)[:max_tokens]
-            tf[i, :len(f)] = f
-            out["token_len"][i] = max(len(f), 1)
-        out["text_features"] = tf
+               path_id=np.asarray([r["path_id"] for r in records], np.int32),
+               annotator=np.asarray([ANNOTATORS.index(r["annotator"]) for r in records],
+                                    np.int32))
+    if text_features:
+        out["text_features"] = features
+    if any(r.get("step_views") is not None for r in records):
+        out.update(_masks(records, max_path, max_tokens, text_features))
     return out
 
 
-def _masks(records: Sequence[dict], max_path: int, max_tokens: int) -> dict:
+def _text_features(records: Sequence[dict], max_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+    """(features [E, max_tokens, D] bfloat16, lengths [E] int32) of records that all have
+    text features (ValueError naming those without)."""
+    missing = [r["instruction_id"] for r in records if r.get("text_features") is None]
+    if missing:
+        raise ValueError(
+            f"text features were asked for (data.text_features) but {len(missing)} of "
+            f"{len(records)} instructions have none, e.g. instruction_id {missing[:5]}: the "
+            "release's text_features/rxr_{split}/{instruction_id:06d}_{lang}_text_features.npz "
+            "must be in the manual directory when the dataset is prepared (BUILD.md)")
+    feats = [np.asarray(r["text_features"]) for r in records]
+    report_truncation([len(f) for f in feats], max_tokens,
+                      "instructions' text features (data.max_tokens)", "subwords")
+    dim = feats[0].shape[-1] if feats else 0
+    out = np.zeros((len(feats), max_tokens, dim), ml_dtypes.bfloat16)
+    lengths = np.ones(len(feats), np.int32)
+    for i, f in enumerate(feats):
+        f = f[:max_tokens]
+        out[i, :len(f)] = f.astype(ml_dtypes.bfloat16)
+        lengths[i] = max(len(f), 1)
+    return out, lengths
+
+
+def _masks(records: Sequence[dict], max_path: int, max_tokens: int,
+           text_features: bool) -> dict:
     e = len(records)
     word_mask = np.zeros((e, max_path, max_tokens), bool)
     view_mask = np.zeros((e, max_path, NUM_VIEWS), bool)
-    has = np.zeros(e, bool)
+    has_views, has_words = np.zeros(e, bool), np.zeros(e, bool)
     for i, rec in enumerate(records):
-        if rec.get("step_words") is None:
-            continue
-        has[i] = True
-        sw = np.asarray(rec["step_words"], bool)[:max_path]
-        for w, positions in enumerate(token_positions(rec["instruction"], rec["timed_words"])):
-            positions = [p for p in positions if p < max_tokens]
-            for p in positions:
-                word_mask[i, :len(sw), p] = sw[:, w]
         if rec.get("step_views") is not None:
             sv = np.asarray(rec["step_views"], bool)[:max_path]
             view_mask[i, :len(sv)] = sv
-    return dict(word_mask=word_mask, view_mask=view_mask, has_masks=has)
+            has_views[i] = True
+        if text_features:   # the trace's text_masks index the features' subwords
+            if rec.get("step_subwords") is None:
+                continue
+            sub = np.asarray(rec["step_subwords"], bool)[:max_path, :max_tokens]
+            word_mask[i, :len(sub), :sub.shape[1]] = sub
+        else:
+            if rec.get("step_words") is None:
+                continue
+            sw = np.asarray(rec["step_words"], bool)[:max_path]
+            for w, positions in enumerate(token_positions(rec["instruction"],
+                                                          rec["timed_words"])):
+                for p in positions:
+                    if p < max_tokens:
+                        word_mask[i, :len(sw), p] = sw[:, w]
+        has_words[i] = True
+    # b_t: the words spoken at or before step t (Ku et al. 2020, section 5)
+    word_mask = np.logical_or.accumulate(word_mask, axis=1)
+    return dict(word_mask=word_mask, view_mask=view_mask, has_masks=has_views,
+                has_word_mask=has_words)

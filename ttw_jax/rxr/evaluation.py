@@ -1,5 +1,5 @@
 """R2R / RxR evaluation: batched on-device rollouts, then PL / NE / SR / OSR / SPL / nDTW / SDTW,
-overall and per language, for agents and the simple baselines of Ku et al. (2020), Table 4.
+overall, per language and per annotator, for agents and the simple baselines of Ku et al. (2020), Table 4.
 
 Policies come from factories `(graph, consts, batch) -> (policy, carry)` (`ttw_jax.core.env`)
 built inside the jitted rollout, so baselines and models share one code path and compile once per
@@ -18,6 +18,7 @@ from ttw_jax.core.chunks import map_in_chunks
 from ttw_jax.core.env import PolicyFactory, batched, rollout
 from ttw_jax.rxr import env as mp
 from ttw_jax.rxr.metrics import path_metrics
+from ttw_jax.rxr.records import ANNOTATORS
 
 METRICS = ("pl", "ne", "sr", "spl", "ndtw", "sdtw")
 EPISODE_KEYS = ("start", "heading", "path", "path_len", "gold", "tokens", "token_len",
@@ -76,17 +77,40 @@ def make_rollout(factory: PolicyFactory, horizon: int, success_radius: float = 3
     return run
 
 
+def language_group(language: str) -> str:
+    """The language as the paper's results tables give it: "en" for en-IN and en-US together,
+    "hi", "te" (the part before the locale)."""
+    return language.split("-", 1)[0]
+
+
+def group_means(per: dict, groups: np.ndarray, names: Sequence[str]) -> dict:
+    """{name: {metric: mean over the episodes whose `groups` entry is name}} for the names that
+    have episodes (per: per-episode [E] metric arrays; groups [E])."""
+    groups = np.asarray(groups)
+    return {n: {k: float(per[k][groups == n].mean()) for k in METRICS}
+            for n in names if np.any(groups == n)}
+
+
 def evaluate(run, graph, geodesic, consts, episodes: dict, rng: jax.Array, batch_size: int = 256,
-             languages: Sequence[str] = ()) -> dict:
-    """Means of every metric over all episodes, `per_language` means (when `languages` names the
-    episodes' language ids) and the per-episode arrays under 'episodes'. Chunks are padded to
-    `batch_size` (one compile)."""
+             languages: Sequence[str] = (), per_annotator: bool = False) -> dict:
+    """Means of every metric over all episodes and the per-episode arrays under 'episodes'.
+    When `languages` names the episodes' language ids: `per_language` means as the paper
+    reports them (`language_group`: en, hi, te) and `per_locale` (en-IN, en-US, ...) where a
+    language carries a locale. `per_annotator`: means per annotator (guide, follower, ...;
+    `episodes["annotator"]` indexes `records.ANNOTATORS`). Chunks are padded to `batch_size`
+    (one compile)."""
     per = map_in_chunks(lambda batch, key: run(graph, geodesic, consts, batch, key), episodes,
                         EPISODE_KEYS, batch_size, rng)
     result = {k: float(per[k].mean()) for k in (*METRICS, "osr")}
     if languages:
-        result["per_language"] = {
-            lang: {k: float(per[k][episodes["language"] == i].mean()) for k in METRICS}
-            for i, lang in enumerate(languages) if np.any(episodes["language"] == i)}
+        locale = np.asarray(languages)[episodes["language"]]
+        group = np.asarray([language_group(lang) for lang in languages])[episodes["language"]]
+        result["per_language"] = group_means(per, group, sorted(set(group)))
+        with_locale = [lang for lang in languages if "-" in lang]
+        if with_locale:
+            result["per_locale"] = group_means(per, locale, with_locale)
+    if per_annotator:
+        names = np.asarray(ANNOTATORS)[episodes["annotator"]]
+        result["per_annotator"] = group_means(per, names, ANNOTATORS)
     result["episodes"] = per
     return result

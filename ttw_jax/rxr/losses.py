@@ -120,13 +120,15 @@ def mixed_loss(model: RCMAgent, config: ml_collections.ConfigDict):
                                               * bc_w) / jnp.maximum(jnp.sum(forced), 1)}
         if config.grounding_weight and "word_mask" in batch:
             steps = min(horizon, batch["word_mask"].shape[1])
-            valid = (bc_mask[:steps] > 0) & batch["has_masks"][None]
+            cloned = bc_mask[:steps] > 0
             out = traj.output
             gl = grounding_loss(out["vis_logits"][:steps],
-                                jnp.swapaxes(batch["view_mask"][:, :steps], 0, 1), valid)
-            if "text_features" not in batch:   # word masks index words, not feature positions
-                word_mask = jnp.swapaxes(batch["word_mask"][:, :steps], 0, 1) & ctx_mask[None]
-                gl = gl + grounding_loss(out["txt_logits"][:steps], word_mask, valid)
+                                jnp.swapaxes(batch["view_mask"][:, :steps], 0, 1),
+                                cloned & batch["has_masks"][None])
+            # word masks index the encoder's positions: tokens, or text-feature subwords
+            word_mask = jnp.swapaxes(batch["word_mask"][:, :steps], 0, 1) & ctx_mask[None]
+            gl = gl + grounding_loss(out["txt_logits"][:steps], word_mask,
+                                     cloned & batch["has_word_mask"][None])
             ground = jnp.sum(gl * bc_w[:steps])
             loss = loss + config.grounding_weight * ground / b
             metrics["grounding_loss"] = ground / jnp.maximum(jnp.sum(forced), 1)

@@ -36,8 +36,8 @@ class InstructionCNN(nn.Module):
         mask = jnp.arange(tokens.shape[1])[None] < lengths[:, None]
         if text_features is None:
             x = nn.Embed(self.vocab_size, self.embed_dim)(tokens)
-        else:
-            x = text_features
+        else:   # stored as bfloat16: computed in float32
+            x = text_features.astype(jnp.float32)
         x = nn.Dense(self.hidden)(x) * mask[..., None]
         for _ in range(self.layers):
             x = (x + nn.relu(nn.Conv(self.hidden, (self.kernel,), padding="SAME")(x))

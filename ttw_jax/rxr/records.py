@@ -18,7 +18,8 @@ one from elsewhere, e.g. a generator):
     timed_words: list[str]   RxR `timed_instruction` words (possibly empty)
     step_words: bool [len(path), len(timed_words)] or None   from the pose trace (below)
     step_views: bool [len(path), NUM_VIEWS] or None          from the pose trace (below)
-    text_features: float32 [L, D] or None                     `text_features/{id:06d}.npy`
+    step_subwords: bool [len(path), m] or None               the trace's `text_masks`
+    text_features: float32 [m, D] or None                     the release's text features
 
 Manual files (the directory of the annotation file unless `manual_dir` is given):
 - R2R: `R2R_{train,val_seen,val_unseen,test}.json` (Matterport3DSimulator, `tasks/R2R/data`).
@@ -29,10 +30,13 @@ Manual files (the directory of the annotation file unless `manual_dir` is given)
   release, or `pose_traces/{id:06d}_{annotator}_pose_trace.npz`; `id` is the instruction_id for
   guides and the `demonstration_id` for followers (the release's naming), falling back to the
   instruction_id when a follower line has no demonstration_id. No file: masks are None.
-- Text features (optional): `text_features/{instruction_id:06d}.npy`, float [L, D]. The official
-  multilingual-BERT features are serialized TF-Example protos
-  (`{instruction_id:06}_{lang}_text_features.pb`), which need TensorFlow to parse: convert each
-  one's `features` to `.npy` first (any instruction without a file gets None).
+- Text features (optional): the release's multilingual-BERT features, one `.npz` per
+  instruction, `text_features/rxr_{split}/{id:06d}_{lang}_text_features.npz` (lang = en, hi or
+  te: the language without its locale) with `features` float [m, 768] (one row per subword) and
+  `tokens` [m, 1]; also found directly in `text_features/` or in `pose_traces/rxr_{split}/`
+  (the README's download URLs), or as a converted `text_features/{id:06d}.npy` [L, D] (R2R
+  too). Readers attach what they find (None otherwise); a trainer that asks for text features
+  refuses records without them.
 
 Follower lines of the release carry only `demonstration_id`, `instruction_id`, `annotator_id`,
 `path` and `metrics`: any required field they lack (scan, path_id, heading, instruction, language,
@@ -48,14 +52,23 @@ utterance the other direction is used. An end before its start is raised to the 
 Pose-trace masks. Keys used: `pano` (viewpoint per snapshot, [T] or [T, 1]), `time` ([T] or
 [T, 1] seconds), `extrinsic_matrix` ([T, 16] row-major as released, or [T, 4, 4]) and, in follower
 traces, `audio_time` (the follower's position in the guide's recording; used instead of `time` to
-align words, since word times are times of the guide's recording). Snapshots are assigned to path
-steps in order: a snapshot at the current step's viewpoint stays there, otherwise it moves to the
-next later step at that viewpoint, so a path that revisits a viewpoint is handled. Snapshot i
-covers the time [t_i, t_{i+1}) (the first from -inf, the last to +inf), so step t spans from its
-first snapshot until the next step's.
+align words, since word times are times of the guide's recording); optional, as in the current
+release: `intrinsic_matrix` ([T, 16] or [T, 4, 4], the OpenGL projection matrix),
+`feature_weights` ([k, 36], the release's observed-pixel mask pooled into the 36 views, one row
+per path viewpoint) and `text_masks` (or `text_mask`, [k, m]: the subwords spoken / heard at each
+path viewpoint). Snapshots are assigned to path steps in order: a snapshot at the current step's
+viewpoint stays there, otherwise it moves to the next later step at that viewpoint, so a path
+that revisits a viewpoint is handled. Snapshot i covers the time [t_i, t_{i+1}) (the first from
+-inf, the last to +inf), so step t spans from its first snapshot until the next step's.
 - `step_words[t, w]`: word w's [start, end] overlaps the time of step t (a zero-length word counts
-  at its instant).
-- `step_views[t, v]`: some snapshot of step t looks nearest to standard view v (`nearest_view`).
+  at its instant). The paper's textual mask b_t is the words spoken "at or prior to step t": the
+  episode arrays take the running OR over steps (`ttw_jax.rxr.episodes`).
+- `step_views[t, v]`: the paper's visual mask m_t, "which pixels were observed in the panoramic
+  image at t", max-pooled onto the 36 views: `feature_weights > 0` when the trace has them; else
+  the equirectangular pixels inside some snapshot's camera frustum at step t (`intrinsic_matrix`)
+  max-pooled over each view's 60-degree image (one snapshot covers several views); else, for
+  traces without intrinsics, the view nearest each snapshot's centre (`nearest_view`).
+- `step_subwords[t, s]`: `text_masks` as released (subwords s of the text features).
 Camera direction: the extrinsic matrix is camera-to-world and the camera looks along its local -z
 axis (its local +y is up): the OpenGL / three.js convention of the RxR viewer, which renders with
 the matrix as the camera's world matrix. Its world frame is three.js's y-up frame, i.e. Matterport
@@ -74,7 +87,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ttw_jax.core import records as core
-from ttw_jax.rxr.views import NUM_VIEWS, nearest_view
+from ttw_jax.rxr.views import (NUM_VIEWS, nearest_view, observed_pixels, pooled_view_mask,
+                               view_regions)
 
 RXR_HINT = ("RxR annotations are in the official release, "
             "https://github.com/google-research-datasets/RxR (`rxr_{split}_guide.jsonl.gz`, "
@@ -95,7 +109,7 @@ GUIDE_FIELDS = ("path_id", "scan", "heading", "instruction", "language", "timed_
 
 RECORD_KEYS = ("instruction_id", "path_id", "scan", "path", "heading", "instruction", "language",
                "annotator", "edit_distance", "distance", "timed_words", "step_words",
-               "step_views", "text_features")
+               "step_views", "step_subwords", "text_features")
 
 
 class RecordFormatError(core.RecordFormatError):
@@ -109,6 +123,13 @@ class PoseTraceError(ValueError):
 
 # ----------------------------------------------------------------------------- views and poses
 
+def _world_up(extrinsic: np.ndarray) -> str:
+    """"z" or "y": the world axis the cameras' up vectors (local +y) are closer to on average
+    ("y" on a tie)."""
+    up = np.asarray(extrinsic)[:, :3, 1]
+    return "z" if np.abs(up[:, 2]).mean() > np.abs(up[:, 1]).mean() else "y"
+
+
 def camera_view_angles(extrinsic, world_up: str = "auto") -> tuple[np.ndarray, np.ndarray]:
     """(heading [T] in [0, 2pi) clockwise from +y, elevation [T]) of camera-to-world matrices
     [T, 4, 4] (or [T, 16] row-major) whose camera looks along its local -z axis.
@@ -120,8 +141,7 @@ def camera_view_angles(extrinsic, world_up: str = "auto") -> tuple[np.ndarray, n
     m = m.reshape(m.shape[0], 4, 4) if m.ndim == 2 else m
     forward = -m[:, :3, 2]
     if world_up == "auto":
-        up = m[:, :3, 1]
-        world_up = "z" if np.abs(up[:, 2]).mean() > np.abs(up[:, 1]).mean() else "y"
+        world_up = _world_up(m)
     if world_up == "y":
         dx, dy, dz = forward[:, 0], -forward[:, 2], forward[:, 1]
     elif world_up == "z":
@@ -207,10 +227,24 @@ def _trace_array(data, key: str, path: str, dtype_kind: str) -> np.ndarray:
     return arr
 
 
+def _trace_matrices(data, key: str, path: str, t: int) -> np.ndarray:
+    """[t, 4, 4] float64 of a pose-trace key stored as [t, 16] (row-major) or [t, 4, 4]."""
+    m = _trace_array(data, key, path, "fiu")
+    if m.shape not in ((t, 16), (t, 4, 4)):
+        raise PoseTraceError(f"{path}: key '{key}' has shape {m.shape}, expected [{t}, 16] or "
+                             f"[{t}, 4, 4] (T from 'pano')")
+    m = m.reshape(t, 4, 4).astype(np.float64)
+    if not np.isfinite(m).all():
+        raise PoseTraceError(f"{path}: key '{key}' has non-finite values")
+    return m
+
+
 def load_pose_trace(path: str) -> dict:
     """{pano: list[str] [T], time: [T] float64, audio_time: [T] float64 or None,
-    extrinsic: [T, 4, 4] float64} of an RxR `*_pose_trace.npz`, validated (PoseTraceError naming
-    the file and the key)."""
+    extrinsic: [T, 4, 4] float64, intrinsic: [T, 4, 4] float64 or None, feature_weights:
+    [k, 36] float32 or None, text_masks: [k, m] bool or None} of an RxR `*_pose_trace.npz`
+    (k path viewpoints, m text-feature subwords; the last three keys are optional, as in older
+    traces), validated (PoseTraceError naming the file and the key)."""
     try:
         data = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as e:
@@ -238,35 +272,96 @@ def load_pose_trace(path: str) -> dict:
             if not np.isfinite(arr).all():
                 raise PoseTraceError(f"{path}: key '{key}' has non-finite values")
             out[key] = arr
-        ext = _trace_array(data, "extrinsic_matrix", path, "fiu")
-        if ext.shape not in ((t, 16), (t, 4, 4)):
-            raise PoseTraceError(f"{path}: key 'extrinsic_matrix' has shape {ext.shape}, expected "
-                                 f"[{t}, 16] or [{t}, 4, 4] (T from 'pano')")
-        ext = ext.reshape(t, 4, 4).astype(np.float64)
-        if not np.isfinite(ext).all():
-            raise PoseTraceError(f"{path}: key 'extrinsic_matrix' has non-finite values")
+        ext = _trace_matrices(data, "extrinsic_matrix", path, t)
         if (np.linalg.norm(ext[:, :3, 1], axis=-1) < 1e-6).any() or (
                 np.linalg.norm(ext[:, :3, 2], axis=-1) < 1e-6).any():
             raise PoseTraceError(f"{path}: key 'extrinsic_matrix' has a degenerate rotation")
         out["extrinsic"] = ext
+        out["intrinsic"] = (_trace_matrices(data, "intrinsic_matrix", path, t)
+                            if "intrinsic_matrix" in data.files else None)
+        out["feature_weights"] = None
+        if "feature_weights" in data.files:
+            fw = _trace_array(data, "feature_weights", path, "fiub")
+            if fw.ndim != 2 or fw.shape[1] != NUM_VIEWS:
+                raise PoseTraceError(f"{path}: key 'feature_weights' has shape {fw.shape}, "
+                                     f"expected [k, {NUM_VIEWS}] (k path viewpoints)")
+            out["feature_weights"] = fw.astype(np.float32)
+        out["text_masks"] = None
+        for key in ("text_masks", "text_mask"):   # the release README uses both names
+            if key in data.files:
+                tm = _trace_array(data, key, path, "biuf")
+                if tm.ndim == 3 and tm.shape[-1] == 1:
+                    tm = tm[..., 0]
+                if tm.ndim != 2:
+                    raise PoseTraceError(f"{path}: key '{key}' has shape {tm.shape}, expected "
+                                         "[k, m] (k path viewpoints, m subwords)")
+                out["text_masks"] = tm != 0
+                break
     return out
 
 
+def trace_step_views(trace: Mapping[str, Any], path: Sequence[str], where: str,
+                     world_up: str = "auto") -> np.ndarray | None:
+    """The paper's visual masks m_t [len(path), 36] bool of a loaded pose trace, the best way
+    its keys allow: `feature_weights > 0` (the release's masks pooled into the 36 views); else
+    the pixels the snapshots' cameras saw (`intrinsic_matrix`), max-pooled over each view's
+    60-degree image (`views.pooled_view_mask`); None without intrinsics (then `step_masks`
+    falls back to the view nearest each snapshot's centre)."""
+    fw = trace.get("feature_weights")
+    if fw is not None:
+        if len(fw) != len(path):
+            raise PoseTraceError(f"{where}: key 'feature_weights' has {len(fw)} rows, expected "
+                                 f"one per path viewpoint ({len(path)})")
+        return fw > 0
+    if trace.get("intrinsic") is None:
+        return None
+    ext = trace["extrinsic"]
+    up = world_up if world_up != "auto" else _world_up(ext)
+    observed = observed_pixels(ext, trace["intrinsic"], up)                     # [T, H, W]
+    step = assign_steps(path, trace["pano"], where)
+    seen = np.zeros((len(path),) + observed.shape[1:], bool)
+    np.logical_or.at(seen, step, observed)
+    return pooled_view_mask(seen, view_regions(*observed.shape[1:]))
+
+
 def pose_trace_masks(path_file: str, path: Sequence[str], word_starts, word_ends,
-                     world_up: str = "auto") -> tuple[np.ndarray, np.ndarray]:
-    """(step_words, step_views) of one record from its pose-trace file `path_file`."""
+                     world_up: str = "auto"
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(step_words, step_views, step_subwords) of one record from its pose-trace file
+    `path_file`: words by time (`step_masks`), views by `trace_step_views` when the trace
+    allows, and the release's `text_masks` [len(path), m] over text-feature subwords (None when
+    absent)."""
     trace = load_pose_trace(path_file)
     times = trace["audio_time"] if trace["audio_time"] is not None else trace["time"]
-    return step_masks(path, trace["pano"], times, trace["extrinsic"], word_starts, word_ends,
-                      where=path_file, world_up=world_up)
+    step_words, step_views = step_masks(path, trace["pano"], times, trace["extrinsic"],
+                                        word_starts, word_ends, where=path_file,
+                                        world_up=world_up)
+    pooled = trace_step_views(trace, path, path_file, world_up)
+    subwords = trace["text_masks"]
+    if subwords is not None and len(subwords) != len(path):
+        raise PoseTraceError(f"{path_file}: key 'text_masks' has {len(subwords)} rows, expected "
+                             f"one per path viewpoint ({len(path)})")
+    return step_words, step_views if pooled is None else pooled, subwords
 
 
 def load_text_features(path: str) -> np.ndarray:
-    """float32 [L, D] of a `text_features/*.npy` file (PoseTraceError naming the file)."""
+    """float32 [L, D] of a text-feature file: the release's `.npz` (`features` [m, 768], one
+    row per multilingual-BERT subword; `tokens` [m] or [m, 1] optional) or a `.npy` [L, D]
+    (PoseTraceError naming the file and key)."""
     try:
-        arr = np.load(path, allow_pickle=False)
+        data = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as e:
-        raise PoseTraceError(f"{path}: not a readable .npy file ({e})") from None
+        raise PoseTraceError(f"{path}: not a readable .npy / .npz file ({e})") from None
+    if hasattr(data, "files"):
+        with data:
+            arr = _trace_array(data, "features", path, "fiu")
+            if "tokens" in data.files:
+                tokens = _trace_array(data, "tokens", path, "USO")
+                if len(tokens) != len(arr):
+                    raise PoseTraceError(f"{path}: key 'tokens' has {len(tokens)} rows, "
+                                         f"'features' {len(arr)}")
+    else:
+        arr = data
     if not isinstance(arr, np.ndarray) or arr.ndim != 2 or arr.dtype.kind not in "fiu":
         raise PoseTraceError(f"{path}: text features must be a numeric [L, D] array, got "
                              f"{getattr(arr, 'dtype', type(arr).__name__)} "
@@ -302,8 +397,17 @@ def pose_trace_candidates(manual_dir: str, file_id: int, annotator: str,
     return out + [os.path.join(manual_dir, "pose_traces", name)]
 
 
-def text_features_path(manual_dir: str, instruction_id: int) -> str:
-    return os.path.join(manual_dir, "text_features", f"{instruction_id:06d}.npy")
+def text_features_candidates(manual_dir: str, instruction_id: int, language: str,
+                             split: str | None = None) -> list[str]:
+    """The paths looked at, in order, for an instruction's text features: the release's
+    `text_features/rxr_{split}/{id:06d}_{lang}_text_features.npz` (lang: en, hi or te), the
+    same without the split folder or under `pose_traces/rxr_{split}/` (where the release
+    README's per-file URLs put them), then a converted `text_features/{id:06d}.npy`."""
+    name = f"{instruction_id:06d}_{language.split('-', 1)[0]}_text_features.npz"
+    folders = ([os.path.join("text_features", f"rxr_{split}")] if split else []) + \
+        ["text_features"] + ([os.path.join("pose_traces", f"rxr_{split}")] if split else [])
+    return [os.path.join(manual_dir, f, name) for f in folders] + [
+        os.path.join(manual_dir, "text_features", f"{instruction_id:06d}.npy")]
 
 
 # ----------------------------------------------------------------------------- field checks
@@ -351,7 +455,7 @@ def _timed_words(rec, where: str) -> tuple[list[str], np.ndarray, np.ndarray]:
 def new_record(**fields) -> dict:
     """A record with every key of `RECORD_KEYS` (defaults: NaN floats, no words, no masks)."""
     rec = {"edit_distance": math.nan, "distance": math.nan, "timed_words": [],
-           "step_words": None, "step_views": None, "text_features": None}
+           "step_words": None, "step_views": None, "step_subwords": None, "text_features": None}
     rec.update(fields)
     unknown = set(rec) - set(RECORD_KEYS)
     missing = set(RECORD_KEYS) - set(rec)
@@ -389,6 +493,13 @@ def check_record(rec: Mapping[str, Any], where: str) -> dict:
     if (out["step_words"] is None) != (out["step_views"] is None):
         raise RecordFormatError(f"{where}: fields 'step_words' and 'step_views' must both be "
                                 f"arrays or both None")
+    sub = rec.get("step_subwords")
+    if sub is not None:
+        arr = np.asarray(sub)
+        if arr.dtype != np.bool_ or arr.ndim != 2 or len(arr) != len(path):
+            raise f.bad("step_subwords", f"None or a bool array of shape ({len(path)}, m)",
+                        f"{arr.dtype} {arr.shape}")
+        out["step_subwords"] = arr
     tf = rec.get("text_features")
     if tf is not None:
         arr = np.asarray(tf)
@@ -435,7 +546,7 @@ def read_r2r(path: str, manual_dir: str | None = None) -> list[dict]:
                              f"a list of 1 to {R2R_IDS_PER_PATH} strings")
         for k, text in enumerate(instructions):
             iid = path_id * R2R_IDS_PER_PATH + k
-            tf = files.find([text_features_path(manual_dir, iid)])
+            tf = files.find(text_features_candidates(manual_dir, iid, "en"))
             records.append(new_record(
                 instruction_id=iid, path_id=path_id, scan=scan, path=list(viewpoints),
                 heading=heading, instruction=text, language="en", annotator="r2r",
@@ -506,9 +617,9 @@ def read_rxr(path: str, guides: Mapping[int, Mapping[str, Any]] | None = None,
             file_id = _fields(raw, where).int("demonstration_id", 0)
         trace = files.find(pose_trace_candidates(manual_dir, file_id, who, split))
         if trace is not None:
-            rec["step_words"], rec["step_views"] = pose_trace_masks(
+            rec["step_words"], rec["step_views"], rec["step_subwords"] = pose_trace_masks(
                 trace, rec["path"], starts, ends, world_up)
-        tf = files.find([text_features_path(manual_dir, iid)])
+        tf = files.find(text_features_candidates(manual_dir, iid, rec["language"], split))
         if tf is not None:
             rec["text_features"] = load_text_features(tf)
         records.append(rec)

@@ -39,6 +39,77 @@ def nearest_view(heading, elevation):
     return (e * NUM_HEADINGS + h).astype(xp.int32)
 
 
+VIEW_FOV = math.radians(60.0)   # the standard views' horizontal and vertical field of view
+MASK_SHAPE = (128, 256)         # equirectangular masks (the release's `image_mask`)
+
+
+def pixel_directions(height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """(heading, elevation) [height, width] of the pixel centres of an equirectangular image
+    with heading 0 at the image centre (clockwise to the right) and elevation +90 at the top
+    (the layout of the release's `image_mask`)."""
+    heading = np.mod((np.arange(width) + 0.5) / width * 2 * math.pi - math.pi, 2 * math.pi)
+    elevation = math.pi / 2 - (np.arange(height) + 0.5) / height * math.pi
+    return np.broadcast_to(heading[None], (height, width)), np.broadcast_to(
+        elevation[:, None], (height, width))
+
+
+def direction_vectors(heading, elevation) -> np.ndarray:
+    """[..., 3] unit vectors (Matterport axes, z up) of headings clockwise from +y."""
+    heading, elevation = np.asarray(heading, np.float64), np.asarray(elevation, np.float64)
+    return np.stack([np.sin(heading) * np.cos(elevation), np.cos(heading) * np.cos(elevation),
+                     np.sin(elevation)], -1)
+
+
+def in_view(directions: np.ndarray, heading: float, elevation: float,
+            fov: float = VIEW_FOV) -> np.ndarray:
+    """[...] bool: the (Matterport) `directions` [..., 3] inside the square perspective view of
+    field of view `fov` looking at (heading, elevation)."""
+    forward = direction_vectors(heading, elevation)
+    right = np.array([math.cos(heading), -math.sin(heading), 0.0])
+    up = np.cross(right, forward)
+    z = directions @ forward
+    limit = math.tan(fov / 2) * np.maximum(z, 0)
+    return (z > 0) & (np.abs(directions @ right) <= limit) & (np.abs(directions @ up) <= limit)
+
+
+def view_regions(height: int = MASK_SHAPE[0], width: int = MASK_SHAPE[1]) -> np.ndarray:
+    """[36, height, width] bool: the equirectangular pixels each standard view's 60-degree
+    perspective image covers (they overlap)."""
+    d = direction_vectors(*pixel_directions(height, width))
+    return np.stack([in_view(d, h, e) for h, e in zip(VIEW_HEADINGS, VIEW_ELEVATIONS)])
+
+
+def observed_pixels(extrinsic: np.ndarray, intrinsic: np.ndarray, world_up: str,
+                    height: int = MASK_SHAPE[0], width: int = MASK_SHAPE[1]) -> np.ndarray:
+    """[T, height, width] bool: the equirectangular pixels each snapshot's camera saw.
+
+    extrinsic [T, 4, 4]: camera-to-world (the camera looks along its local -z, +y up);
+    intrinsic [T, 4, 4]: its OpenGL projection matrix; both row-major as the release stores
+    them. world_up "y" (the release's three.js frame: Matterport (x, y, z) = (X, -Z, Y)) or
+    "z". A direction is seen when it projects inside the image (|x|, |y| <= 1 in normalised
+    device coordinates, in front of the camera); depth is not tested (no occlusion)."""
+    d = direction_vectors(*pixel_directions(height, width)).reshape(-1, 3)      # [P, 3]
+    if world_up == "y":
+        d = np.stack([d[:, 0], d[:, 2], -d[:, 1]], -1)
+    elif world_up != "z":
+        raise ValueError(f"world_up must be 'y' or 'z', got {world_up!r}")
+    rot = np.asarray(extrinsic, np.float64)[:, :3, :3]                         # [T, 3, 3]
+    cam = np.einsum("tji,pj->tpi", rot, d)                                      # R^T d
+    clip = np.einsum("tij,tpj->tpi", np.asarray(intrinsic, np.float64)[:, :, :3], cam) \
+        + np.asarray(intrinsic, np.float64)[:, None, :, 3]                      # point at 1 m
+    w = clip[..., 3]
+    safe = np.where(np.abs(w) > 1e-9, w, 1e-9)
+    seen = (w > 0) & (np.abs(clip[..., 0] / safe) <= 1) & (np.abs(clip[..., 1] / safe) <= 1)
+    return seen.reshape(-1, height, width)
+
+
+def pooled_view_mask(observed: np.ndarray, regions: np.ndarray) -> np.ndarray:
+    """[..., 36] bool: max-pooling of observed pixels [..., height, width] over each view's
+    region [36, height, width] (a view is observed when any pixel it covers was)."""
+    flat = observed.reshape(*observed.shape[:-2], -1).astype(np.int32)   # integer: no BLAS
+    return (flat @ regions.reshape(len(regions), -1).T.astype(np.int32)) > 0
+
+
 def angle_features(heading, elevation):
     """[..., 4] = (sin, cos) of a relative heading and of an elevation (jnp)."""
     heading, elevation = jnp.broadcast_arrays(jnp.asarray(heading, jnp.float32),

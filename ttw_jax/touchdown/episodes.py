@@ -37,7 +37,8 @@ def episodes(records: Sequence[dict], nodes: NodeTable, reference: TouchdownRefe
         acts = reference.gold_actions(rec["route_panoids"], int(heading[i]))[:horizon]
         gold[i, :len(acts)] = acts
         gold_len[i] = len(acts)
-    tokens, token_len = vocab.encode([r["navigation_text"] for r in records], max_tokens)
+    tokens, token_len = vocab.encode([r["navigation_text"] for r in records], max_tokens,
+                                     "navigation instructions (data.max_tokens)")
     goal = np.asarray([nodes.index[r["route_panoids"][-1]] for r in records], np.int32)
     return dict(start_pano=route[:, 0].copy(), start_heading=heading, goal=goal, route=route,
                 route_len=route_len, gold=gold, gold_len=gold_len, tokens=tokens,

@@ -55,7 +55,11 @@ def get_config():
     c.data.dev_split = "val_seen"  # early stopping on eval.metric; "train_holdout": paths of
     c.data.holdout_every = 20      # train with path_id % holdout_every == 0, left out of training
     c.data.eval_splits = "val_seen,val_unseen"
-    c.data.max_tokens = 48
+    # RxR annotations scored on the dev / evaluation splits: guide (the paper's), follower, or
+    # guide,follower; R2R and synthetic records are always scored
+    c.data.eval_annotators = "guide"
+    c.data.max_tokens = 48         # tokens, or text-feature subwords (cut with a warning)
+    c.data.text_features = False   # True: the release's multilingual-BERT features (required)
     c.data.max_path = 12
     c.data.features = "synthetic"  # "" (angles only) | synthetic | <views .npz>
     c.data.feature_dim = 32        # synthetic features
@@ -67,6 +71,7 @@ def get_config():
     c.eval.batch_size = 256
     c.eval.baselines = "random_walk,random_heading,first_step"
     c.eval.baseline_seeds = 3
+    c.eval.per_annotator = False   # also report each annotator's paths separately
     c.eval.metric = "ndtw"         # early stopping / best parameters (RxR's primary metric)
     c.eval.mode = "max"            # min for pl / ne
     return c
