@@ -26,16 +26,18 @@ from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.core.train.run import (EVAL, INIT, Run, check_eval, make_optimizer, mean_over_seeds,
                                     splits)
 from ttw_jax.core.vocab import Vocabulary
-from ttw_jax.rxr import dataset as rxr_data, episodes as rxr_episodes, evaluation as r2r_eval, views
+from ttw_jax.rxr import (dataset as rxr_data, episodes as rxr_episodes, evaluation as r2r_eval,
+                         predictions, views)
 from ttw_jax.rxr.graph import SOURCE_HINT, geodesic_table, load_matterport_graph
 from ttw_jax.rxr.losses import mixed_loss
+from ttw_jax.rxr.records import ANNOTATORS
 from ttw_jax.rxr.rcm import RCMAgent, rcm_policy
 from ttw_jax.rxr.synthetic import node_landmarks
 
 # eval splits are not resumable: their scans join the graph (node numbering, action space)
 RESUMABLE_CHANGES = ("patience", "eval.batch_size", "eval.baselines", "eval.baseline_seeds",
-                     "eval.per_annotator", "data.tfds_dir", "data.manual_dir",
-                     "data.connectivity_dir")
+                     "eval.straight", "eval.per_annotator", "eval.write_predictions",
+                     "data.tfds_dir", "data.manual_dir", "data.connectivity_dir")
 MODELS = ("full", "language_only", "vision_only")
 MODES = ("train", "baselines")
 HOLDOUT = "train_holdout"   # dev split carved out of train (`data.holdout_every`)
@@ -86,18 +88,22 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
         os.path.join(workdir, "vocab.json"), (r["instruction"] for r in records[d.train_split]),
         save=jax.process_index() == 0)
     languages = sorted({r["language"] for s in wanted for r in records[s]})
+    # 0: as long as the longest reference path of the loaded splits
+    max_path = d.max_path if d.max_path > 0 else max(len(r["path"]) for s in wanted
+                                                     for r in records[s])
     episodes = {s: rxr_episodes.episodes(records[s], nodes, graph, vocab, languages,
-                                         d.max_tokens, d.max_path, d.text_features)
+                                         d.max_tokens, max_path, d.text_features)
                 for s in wanted}
     return dict(graph=graph, nodes=nodes, geodesic=geodesic_table(graph, scan_of), vocab=vocab,
-                languages=languages, episodes=episodes,
+                languages=languages, episodes=episodes, max_path=max_path,
                 features=view_feature_table(config, graph, nodes))
 
 
 def build_model(config: ml_collections.ConfigDict, vocab_size: int) -> RCMAgent:
     m = config.model
     return RCMAgent(vocab_size, m.embed_dim, m.hidden, m.conv_layers, m.kernel,
-                    use_language=m.name != "vision_only", step_embedding=m.step_embedding)
+                    use_language=m.name != "vision_only", step_embedding=m.step_embedding,
+                    use_structure=m.structure_features)
 
 
 def init_params(model: RCMAgent, feature_dim: int, max_degree: int, key: jax.Array,
@@ -125,6 +131,20 @@ def gold_factory(graph, consts, batch):
     return replay_policy, batch["gold"]
 
 
+def write_split_predictions(workdir: str, split: str, data: dict, per_episode: dict) -> str:
+    """Writes the agent's paths on `split` as a leaderboard file in `workdir`: R2R's JSON for
+    R2R instructions, RxR's JSON lines otherwise; returns its name."""
+    eps = data["episodes"][split]
+    r2r = bool(len(eps["annotator"])) and bool(
+        np.all(eps["annotator"] == ANNOTATORS.index("r2r")))
+    fmt = "r2r" if r2r else "rxr"
+    name = f"predictions_{split}.json" + ("" if r2r else "l")
+    rows = predictions.prediction_rows(per_episode["path"], per_episode["path_len"], eps,
+                                       data["nodes"], data["graph"], fmt)
+    predictions.write_predictions(os.path.join(workdir, name), rows, fmt)
+    return name
+
+
 def check_config(config: ml_collections.ConfigDict) -> None:
     if config.model.name not in MODELS:
         raise ValueError(f"unknown model.name {config.model.name!r}; choose from {MODELS}")
@@ -143,12 +163,26 @@ def baseline_steps(data: dict, config) -> int:
     return int(round(float(np.mean(data["episodes"][config.data.train_split]["path_len"] - 1))))
 
 
-def baseline_rollouts(config, num_steps: int) -> dict:
+def horizons(config: ml_collections.ConfigDict, data: dict) -> tuple[int, int]:
+    """(train_horizon, eval.horizon), each 0 meaning the longest reference path (`max_path`
+    viewpoints: its moves and the STOP)."""
+    return (config.train_horizon if config.train_horizon > 0 else data["max_path"],
+            config.eval.horizon if config.eval.horizon > 0 else data["max_path"])
+
+
+def baseline_rollouts(config, num_steps: int, horizon: int) -> dict:
     """{name: jitted rollout} of `eval.baselines` moving `num_steps` times, built once so each
-    compiles once for every split."""
-    return {name: r2r_eval.make_rollout(r2r_eval.baseline_factory(name, num_steps),
-                                        config.eval.horizon, config.loss.success_radius)
-            for name in splits(config.eval.baselines)}
+    compiles once for every split; with several `eval.straight` readings of "go straight", the
+    going-straight baselines once per reading, named `<baseline>/<reading>`."""
+    readings = splits(config.eval.straight)
+    out = {}
+    for name in splits(config.eval.baselines):
+        for straight in readings[:1] if name == "random_walk" else readings:
+            key = name if name == "random_walk" or len(readings) == 1 else f"{name}/{straight}"
+            out[key] = r2r_eval.make_rollout(
+                r2r_eval.baseline_factory(name, num_steps, straight), horizon,
+                config.loss.success_radius)
+    return out
 
 
 def evaluate_baselines(config, baselines: dict, data, graph, geodesic, split: str, key) -> dict:
@@ -189,19 +223,24 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     geodesic = run.replicate(data["geodesic"])
     features = run.replicate(jnp.asarray(data["features"]))
 
-    loss_config = ml_collections.ConfigDict({**config.loss.to_dict(),
-                                             "horizon": config.train_horizon})
+    train_horizon, eval_horizon = horizons(config, data)
+    loss_config = ml_collections.ConfigDict({**config.loss.to_dict(), "horizon": train_horizon})
     train_step = dp.make_train_step(mixed_loss(model, loss_config), run.mesh, num_consts=3)
     sample = dp.episode_sampler({k: train_eps[k] for k in BATCH_KEYS if k in train_eps},
                                 config.batch_size, run.mesh)
-    rollout = r2r_eval.make_rollout(model_factory(model), config.eval.horizon,
+    rollout = r2r_eval.make_rollout(model_factory(model), eval_horizon,
                                     config.loss.success_radius)
 
-    def evaluate(params, split=config.data.dev_split, languages=None, per_annotator=False):
+    def evaluate(params, split=config.data.dev_split, languages=None, per_annotator=False,
+                 write_files=False):
         ev = r2r_eval.evaluate(rollout, graph, geodesic, (params, features),
                                data["episodes"][split], run.key(EVAL), config.eval.batch_size,
                                languages, per_annotator)
-        return {k: v for k, v in ev.items() if k != "episodes"}
+        out = {k: v for k, v in ev.items() if k != "episodes"}
+        if write_files and jax.process_index() == 0:
+            out["predictions"] = write_split_predictions(run.workdir, split, data,
+                                                         ev["episodes"])
+        return out
 
     state, best_params, meta = run.fit(
         state, run.step_fn(train_step, sample, graph, features, geodesic),
@@ -212,11 +251,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     results = {"config": config.to_dict(), "best_step": meta["best_step"],
                "last_step": meta["step"], "agent": config.model.name,
                "baseline_steps": num_steps, "languages": data["languages"]}
-    baselines = baseline_rollouts(config, num_steps)
+    baselines = baseline_rollouts(config, num_steps, eval_horizon)
     for split in splits(config.data.eval_splits):
         results[split] = {"episodes": len(data["episodes"][split]["start"]),
                           config.model.name: evaluate(best_params, split, data["languages"],
-                                                      config.eval.per_annotator),
+                                                      config.eval.per_annotator,
+                                                      config.eval.write_predictions),
                           **evaluate_baselines(config, baselines, data, graph, geodesic, split,
                                                run.key(EVAL))}
     return run.finish(results, format_results(results))
@@ -228,7 +268,7 @@ def run_baselines(config: ml_collections.ConfigDict, run: Run, data: dict) -> di
     num_steps = baseline_steps(data, config)
     results = {"config": config.to_dict(), "agent": "gold", "baseline_steps": num_steps,
                "languages": data["languages"]}
-    baselines = baseline_rollouts(config, num_steps)
+    baselines = baseline_rollouts(config, num_steps, horizons(config, data)[1])
     for split in splits(config.data.eval_splits):
         eps = data["episodes"][split]
         gold = r2r_eval.evaluate(r2r_eval.make_rollout(gold_factory, eps["gold"].shape[1]), graph,
@@ -246,17 +286,17 @@ def format_results(results: dict) -> str:
     head = f"best step {results['best_step']}; " if "best_step" in results else ""
     lines = [f"RxR / R2R ({results['agent']}, {head}baselines move {results['baseline_steps']} "
              "steps; std over seeds in brackets):",
-             f"{'split':12s} {'agent':16s} " + " ".join(f"{n.upper():>6s}" for n in names)]
+             f"{'split':12s} {'agent':24s} " + " ".join(f"{n.upper():>6s}" for n in names)]
     for split, res in results.items():
         if isinstance(res, dict) and "episodes" in res:
             for agent, m in res.items():
                 if agent == "episodes":
                     continue
-                lines.append(f"{split:12s} {agent:16s} " + " ".join(
+                lines.append(f"{split:12s} {agent:24s} " + " ".join(
                     f"{m[n]:6.3f}" + (f" ({m[n + '_std']:.3f})" if n + "_std" in m else "")
                     for n in names))
                 for group in GROUPINGS:
                     for g, gm in m.get(group, {}).items():
-                        lines.append(f"{split:12s} {'  ' + g:16s} " +
+                        lines.append(f"{split:12s} {'  ' + g:24s} " +
                                      " ".join(f"{gm[n]:6.3f}" for n in names))
     return "\n".join(lines)

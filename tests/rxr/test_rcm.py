@@ -99,14 +99,45 @@ def test_baselines_on_a_corridor():
     batch0 = dict(batch, start=jnp.asarray([0, 5]))
     assert list(jax.device_get(run(graph, geo, None, batch0, jax.random.key(1)))["final"]) \
         == [1, 4]
-    # random heading then straight, 3 moves from node 2: north 3, 4, 5; south 1, 0 and then
-    # the only (closest) neighbour of the dead end, back to 1
-    run = r2r_eval.make_rollout(r2r_eval.baseline_factory("random_heading", 3), 5)
-    finals = {int(f) for s in range(8) for f in jax.device_get(run(
-        graph, geo, None, dict(batch, start=jnp.asarray([2, 2])), jax.random.key(s)))["final"]}
-    assert finals == {1, 5}
+    # random heading then straight, 3 moves from node 2 ("nearest": north 3, 4, 5; south 1, 0
+    # and then the only (closest) neighbour of the dead end, back to 1; "forward": only a
+    # heading within 37.6 degrees of the corridor moves at all, and the dead end stops it)
+    for straight, want in (("nearest", {1, 5}), ("fixed", {1, 5}), ("forward", {0, 2, 5})):
+        run = r2r_eval.make_rollout(r2r_eval.baseline_factory("random_heading", 3, straight), 5)
+        finals = {int(f) for s in range(32) for f in jax.device_get(run(
+            graph, geo, None, dict(batch, start=jnp.asarray([2, 2])),
+            jax.random.key(s)))["final"]}
+        assert finals == want, straight
     with pytest.raises(ValueError, match="unknown baseline"):
         r2r_eval.baseline_factory("teleport", 3)
+    with pytest.raises(ValueError, match="unknown 'go straight' reading"):
+        r2r_eval.baseline_factory("first_step", 3, "diagonal")
+
+
+def test_the_three_readings_of_go_straight_part_at_a_corner():
+    # 0 (0,0) - 1 (0,1) - 2 (1,1) - 3 (2,1), and 4 (1,2) north of 2: the correct first step
+    # goes north 0 -> 1. "forward" then sees nothing within 37.6 degrees of north and stops at
+    # 1; "fixed" keeps north: east to 2 (90 degrees off beats 180), then north to 4;
+    # "nearest" turns east at 1 and keeps east: 2, then 3.
+    pos = np.asarray([[0, 0, 0], [0, 1, 0], [1, 1, 0], [2, 1, 0], [1, 2, 0]], float)
+    links = [(0, 1), (1, 2), (2, 3), (2, 4)]
+    src = [a for a, b in links] + [b for a, b in links]
+    dst = [b for a, b in links] + [a for a, b in links]
+    delta = pos[dst] - pos[src]
+    host = build_graph(5, np.asarray(src), np.asarray(dst),
+                       np.mod(np.arctan2(delta[:, 0], delta[:, 1]), 2 * math.pi).astype(
+                           np.float32), np.linalg.norm(delta, axis=1), pos,
+                       elevations=np.zeros(len(src), np.float32))
+    graph = jax.device_put(host)
+    geo = jax.device_put(geodesic_table(host, np.zeros(5, np.int32)))
+    north = int(np.nonzero(np.asarray(host.neighbors)[0] == 1)[0][0]) + 1
+    batch = {"start": jnp.asarray([0]), "heading": jnp.asarray([2.0]),
+             "path": jnp.asarray([[0, 1, 2]]), "path_len": jnp.asarray([3]),
+             "gold": jnp.asarray([[north, 0, 0]])}
+    for straight, want in (("forward", 1), ("fixed", 4), ("nearest", 3)):
+        run = r2r_eval.make_rollout(r2r_eval.baseline_factory("first_step", 3, straight), 6)
+        assert int(jax.device_get(run(graph, geo, None, batch,
+                                      jax.random.key(0)))["final"][0]) == want, straight
 
 
 @pytest.fixture(scope="module")
@@ -169,6 +200,17 @@ def test_step_shapes_and_padded_directions_masked(real):
     probs = jax.nn.softmax(out["logits"])
     absent = ~np.concatenate([np.ones((4, 1), bool), np.asarray(obs["cand_mask"])], 1)
     assert absent.any() and float(jnp.max(jnp.where(absent, probs, 0.0))) < 1e-6
+    # the paper's agent: no structural features (edge length, degree) of the directions
+    plain = small_model(len(real["vocab"]), use_structure=False)
+    p2 = init(plain, g, 8)
+    assert p2["params"]["cand_proj"]["kernel"].shape[0] == \
+        params["params"]["cand_proj"]["kernel"].shape[0] - 2 == 12
+    structure = obs["cands"].at[..., -2:].set(123.0)
+    a = plain.apply(p2, carry, ctx, mask, obs["views"], obs["cands"], obs["cand_mask"],
+                    method=RCMAgent.step)[1]["logits"]
+    b = plain.apply(p2, carry, ctx, mask, obs["views"], structure, obs["cand_mask"],
+                    method=RCMAgent.step)[1]["logits"]
+    np.testing.assert_array_equal(a, b)
 
 
 def test_gold_actions_replay_the_reference_paths(real):

@@ -116,3 +116,25 @@ def test_trainer_runs_on_the_release_and_scores_guides_only(release, tmp_path):
     both = train.load_data(c, str(tmp_path / "b"))["episodes"]["val_seen"]
     assert len(both["start"]) == 2 * counts["val_seen"]
     assert sorted(set(both["annotator"])) == [0, 1]
+
+
+@pytest.mark.slow
+def test_the_rxr_config_runs_on_the_release(release, tmp_path):
+    # configs/rxr.py (the paper's scale) for two steps; synthetic view features stand in for
+    # the user's, the rest as configured: text features, paths and horizons as long as the
+    # longest reference path, no structural direction features
+    from experiments.rxr import train
+    from experiments.rxr.configs import rxr
+    from tests.helpers import override
+    manual, recs, _ = release
+    c = override(rxr.get_config(), num_steps=2, eval_every=2, log_every=1, batch_size=8,
+                 data__manual_dir=manual, data__tfds_dir=str(tmp_path / "tfds"),
+                 data__connectivity_dir=shared_path("matterport", "connectivity"),
+                 data__features="synthetic", eval__baselines="random_walk",
+                 eval__baseline_seeds=1)
+    res = train.train_and_evaluate(c, str(tmp_path / "run"))
+    assert res["best_step"] == 2 and set(res["val_unseen"]["full"]["per_language"]) <= {"en", "hi"}
+    data = train.load_data(c, str(tmp_path / "run"))
+    longest = max(len(r["path"]) for s in ("train", "val_seen", "val_unseen") for r in recs[s])
+    assert data["max_path"] == longest and train.horizons(c, data) == (longest, longest)
+    assert "text_features" in data["episodes"]["train"]

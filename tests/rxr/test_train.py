@@ -25,6 +25,20 @@ class TestTrainer(TrainerContract):
             assert 0 <= m["sdtw"] <= m["ndtw"] <= 1 and 0 <= m["spl"] <= m["sr"] <= 1
             assert m["pl"] >= 0 and m["ne"] >= 0
 
+    def test_prediction_files_score_back_to_the_reported_metrics(self, trained):
+        import os
+        from ttw_jax.rxr import predictions
+        workdir, res = trained(self.name)
+        agent = res["val_unseen"]["full"]
+        assert agent["predictions"] == "predictions_val_unseen.jsonl"
+        preds = predictions.read_predictions(os.path.join(workdir, agent["predictions"]))
+        data = RXR.train.load_data(RXR.config(res["config"]["data"]["tfds_dir"]), workdir)
+        eps = data["episodes"]["val_unseen"]
+        assert sorted(preds) == sorted(eps["instruction_id"].tolist())
+        scored = predictions.score_predictions(preds, eps, data["nodes"], data["geodesic"])
+        for k in ("pl", "ne", "sr", "spl", "ndtw", "sdtw"):
+            assert scored[k] == pytest.approx(agent[k], abs=1e-5), k
+
     def test_trained_agent_beats_the_baselines_that_ignore_the_gold_path(self, tfds_dir, tmp_path):
         # The contract's config trained longer: after the contract's run (this class runs on one
         # worker, in order) its programs come from the compilation cache.

@@ -30,41 +30,70 @@ def _wrap(angle):
     return jnp.mod(angle + math.pi, 2 * math.pi) - math.pi
 
 
-def baseline_factory(name: str, num_steps: int) -> PolicyFactory:
+STRAIGHT = ("forward", "fixed", "nearest")
+# MatterSim's default camera (640 x 480, 60-degree vertical field of view) sees 75.2 degrees
+# across: its navigable locations lie within 37.6 degrees of the heading.
+MATTERSIM_HALF_FOV = math.atan(math.tan(math.radians(30.0)) * 4 / 3)
+
+
+def baseline_factory(name: str, num_steps: int, straight: str = "fixed",
+                     half_fov: float = MATTERSIM_HALF_FOV) -> PolicyFactory:
     """Non-learning baselines that move `num_steps` times, then STOP:
     'random_walk' (a uniformly random neighbour each step), 'random_heading' (turn to a uniformly
     random heading, then go straight), 'first_step' (the reference path's first step, then go
-    straight). Going straight = moving to the neighbour whose edge heading is closest to the
-    agent's heading (which becomes that edge's heading)."""
+    straight). "Go straight" (`straight`, the readings Ku et al.'s wording allows):
+    - "fixed" (default, the most literal): keep the heading and move to the neighbour closest
+      to it in any direction, so that, as the paper says, the only stopping criterion is N
+      moves;
+    - "forward": keep the heading (a MatterSim agent does not turn when it moves) and move to
+      the navigable neighbour closest to it within the camera's field of view (+-`half_fov`);
+      stop early when there is none (nothing lies straight ahead);
+    - "nearest": move to the neighbour closest to the current heading in any direction, then
+      face the edge taken (so the agent follows corridors, and may turn back at a dead end).
+    The kept heading is the random one, or the edge heading of the first step."""
     if name not in BASELINES:
         raise ValueError(f"unknown baseline {name!r}; choose from {BASELINES}")
+    if straight not in STRAIGHT:
+        raise ValueError(f"unknown 'go straight' reading {straight!r}; choose from {STRAIGHT}")
 
     def factory(graph, consts, batch):
-        def policy(carry, state, t, key):
+        def policy(kept, state, t, key):
             nb = graph.neighbors[state.node]
             valid = nb >= 0
             k_head, k_walk = jax.random.split(key)
+            first = t == 0
             if name == "random_walk":
                 score = jnp.where(valid, jax.random.uniform(k_walk, valid.shape), -1.0)
+                allowed = valid
             else:
                 random_heading = jax.random.uniform(k_head, state.heading.shape,
                                                     maxval=2 * math.pi)
-                target = jnp.where(t == 0, random_heading, state.heading)
-                score = jnp.where(valid, -jnp.abs(_wrap(graph.headings[state.node]
-                                                        - target[:, None])), -jnp.inf)
+                current = state.heading if straight == "nearest" else kept
+                aim = jnp.where(first, random_heading, current)
+                diff = jnp.abs(_wrap(graph.headings[state.node] - aim[:, None]))
+                allowed = valid & (diff <= half_fov) if straight == "forward" else valid
+                score = jnp.where(allowed, -diff, -jnp.inf)
             action = jnp.argmax(score, -1).astype(jnp.int32) + 1
             if name == "first_step":
-                action = jnp.where(t == 0, batch["gold"][:, 0], action)
-            action = jnp.where((t >= num_steps) | ~jnp.any(valid, -1), mp.STOP, action)
-            return carry, action, None
+                action = jnp.where(first, batch["gold"][:, 0], action)
+                allowed = jnp.where(first[..., None], valid, allowed)
+                slot = jnp.maximum(batch["gold"][:, 0] - 1, 0)
+                first_heading = jnp.take_along_axis(graph.headings[state.node], slot[:, None],
+                                                    1)[:, 0]
+                kept = jnp.where(first, first_heading, kept)
+            elif name == "random_heading":
+                kept = jnp.where(first, random_heading, kept)
+            action = jnp.where((t >= num_steps) | ~jnp.any(allowed, -1), mp.STOP, action)
+            return kept, action, None
 
-        return policy, None
+        return policy, jnp.zeros_like(batch["heading"])
     return factory
 
 
 def make_rollout(factory: PolicyFactory, horizon: int, success_radius: float = 3.0):
     """Jitted run(graph, geodesic, consts, batch, rng) -> per-episode [B] metrics (`METRICS`,
-    `osr`), `num_steps`, `final`."""
+    `osr`), `num_steps`, `final`, and the visited nodes `path` [B, horizon + 1] (-1 padded)
+    with their number `path_len` [B]."""
     @jax.jit
     def run(graph, geodesic, consts, batch, rng):
         policy, carry = factory(graph, consts, batch)
@@ -73,7 +102,8 @@ def make_rollout(factory: PolicyFactory, horizon: int, success_radius: float = 3
         path, length = mp.path_of(traj, final)
         out = path_metrics(path, length, batch["path"], batch["path_len"], geodesic,
                            success_radius)
-        return dict(out, num_steps=final.num_steps, final=final.node)
+        return dict(out, num_steps=final.num_steps, final=final.node, path=path,
+                    path_len=length)
     return run
 
 

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from ttw_jax.rxr import env as mp
+from ttw_jax.rxr.views import STRUCTURE_DIM
 
 NEG = -1e9
 
@@ -47,7 +48,9 @@ class InstructionCNN(nn.Module):
 
 class RCMAgent(nn.Module):
     """`use_language=False` is the vision-only ablation (the instruction is never read); the
-    language-only ablation is the same agent given an empty view-feature table (angles only)."""
+    language-only ablation is the same agent given an empty view-feature table (angles only).
+    `use_structure=False` leaves out the two structural features of each navigable direction
+    (edge length, the neighbour's degree), which the paper's agent does not have."""
     vocab_size: int
     embed_dim: int = 128
     hidden: int = 256
@@ -55,6 +58,7 @@ class RCMAgent(nn.Module):
     kernel: int = 3
     use_language: bool = True
     step_embedding: int = 0
+    use_structure: bool = True   # False: drop the directions' structural features (the paper's)
 
     def setup(self):
         self.encoder = InstructionCNN(self.vocab_size, self.embed_dim, self.hidden,
@@ -91,6 +95,8 @@ class RCMAgent(nn.Module):
         [B, L] (masked), action_features [B, K + 1, H] (STOP first, for the next step's input)).
         """
         c, h, prev = carry
+        if not self.use_structure:   # edge length and neighbour degree come last (`observe`)
+            cands = cands[..., :cands.shape[-1] - STRUCTURE_DIM]
         scale = 1.0 / jnp.sqrt(jnp.float32(self.hidden))
         v = jnp.tanh(self.view_proj(views))
         zv = jnp.einsum("bvh,bh->bv", v, self.vis_query(h)) * scale

@@ -20,4 +20,5 @@ def get_config():
     c.data.max_path = 64
     c.eval.horizon = 15
     c.eval.baseline_seeds = 5
+    c.eval.straight = "fixed,forward,nearest"   # every reading of "go straight"
     return c

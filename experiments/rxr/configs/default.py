@@ -26,6 +26,9 @@ def get_config():
     c.model.conv_layers = 2        # residual 1-D convolutions over the words
     c.model.kernel = 3
     c.model.step_embedding = 0     # > 0: embed the step number (min(t, n - 1)) into the decoder
+    # each navigable direction's edge length and neighbour degree (not in the paper's agent:
+    # off in configs/rxr.py)
+    c.model.structure_features = True
 
     c.batch_size = 32              # half behavioural cloning, half policy gradient
     # Adam (Ku et al. 2020 use 1e-4; 5e-4 fits a CPU budget); optim.schedule=cosine decays to
@@ -71,7 +74,13 @@ def get_config():
     c.eval.batch_size = 256
     c.eval.baselines = "random_walk,random_heading,first_step"
     c.eval.baseline_seeds = 3
+    # "go straight" in the Table 4 baselines (ttw_jax.rxr.evaluation.baseline_factory): fixed
+    # (the most literal: keep the heading; N moves are the only stopping criterion), forward
+    # (stop when nothing lies ahead), nearest (follow the edges' headings); a comma list
+    # reports each
+    c.eval.straight = "fixed"
     c.eval.per_annotator = False   # also report each annotator's paths separately
+    c.eval.write_predictions = True   # predictions_<split>.json(l): leaderboard files
     c.eval.metric = "ndtw"         # early stopping / best parameters (RxR's primary metric)
     c.eval.mode = "max"            # min for pl / ne
     return c

@@ -1,0 +1,117 @@
+"""Leaderboard prediction files, and scoring them back.
+
+- R2R (`format="r2r"`): one JSON list `[{"instr_id": "<path_id>_<k>", "trajectory":
+  [[viewpoint, heading, elevation], ...]}]` (the Matterport3DSimulator evaluation's format; the
+  heading is the agent's on arriving at each viewpoint, radians, elevation 0).
+- RxR (`format="rxr"`): JSON lines `{"instruction_id": int, "path": [viewpoint, ...]}`.
+
+`read_predictions` reads either into {instruction_id: [viewpoint ids]}; `score_predictions`
+evaluates predicted paths against a split's reference paths with the same metrics as the
+on-device evaluation, so a file written from an evaluation scores to the same numbers.
+"""
+from __future__ import annotations
+
+import json
+from typing import Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ttw_jax.core.pano_graph import NodeTable, PanoGraph
+from ttw_jax.rxr.metrics import path_metrics
+from ttw_jax.rxr.records import R2R_IDS_PER_PATH
+
+FORMATS = ("r2r", "rxr")
+
+
+def arrival_headings(graph: PanoGraph, path: Sequence[int], start_heading: float) -> list[float]:
+    """The agent's heading at each node of `path` (node ids): the start heading, then the
+    heading of the edge it arrived by."""
+    nb, headings = np.asarray(graph.neighbors), np.asarray(graph.headings)
+    out = [float(start_heading)]
+    for a, b in zip(path[:-1], path[1:]):
+        slot = np.nonzero(nb[a] == b)[0]
+        out.append(float(headings[a, slot[0]]) if len(slot) else out[-1])
+    return out
+
+
+def prediction_rows(paths: np.ndarray, lengths: np.ndarray, episodes: Mapping[str, np.ndarray],
+                    nodes: NodeTable, graph: PanoGraph, fmt: str) -> list[dict]:
+    """One row per episode of predicted node paths [E, T] (lengths [E]) in the file format
+    `fmt` (module docstring); `episodes` gives instruction_id, path_id and heading."""
+    if fmt not in FORMATS:
+        raise ValueError(f"prediction format must be one of {FORMATS}, got {fmt!r}")
+    rows = []
+    for i, (p, n) in enumerate(zip(np.asarray(paths), np.asarray(lengths))):
+        p = [int(x) for x in p[:n]]
+        viewpoints = [nodes.ids[x].split("/", 1)[1] for x in p]
+        iid = int(episodes["instruction_id"][i])
+        if fmt == "rxr":
+            rows.append({"instruction_id": iid, "path": viewpoints})
+        else:
+            k = iid - int(episodes["path_id"][i]) * R2R_IDS_PER_PATH
+            heads = arrival_headings(graph, p, float(episodes["heading"][i]))
+            rows.append({"instr_id": f"{int(episodes['path_id'][i])}_{k}",
+                         "trajectory": [[v, h, 0.0] for v, h in zip(viewpoints, heads)]})
+    return rows
+
+
+def write_predictions(path: str, rows: Sequence[dict], fmt: str) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        if fmt == "r2r":
+            json.dump(list(rows), f)
+        else:
+            for row in rows:
+                f.write(json.dumps(row) + "\n")
+
+
+def read_predictions(path: str) -> dict[int, list[str]]:
+    """{instruction_id: predicted viewpoint ids} of an R2R (`instr_id` "<path_id>_<k>" ->
+    path_id * 10 + k) or RxR prediction file; ValueError naming the file and entry otherwise."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        out = {}
+        for i, row in enumerate(json.loads(text)):
+            try:
+                pid, k = (int(x) for x in str(row["instr_id"]).split("_"))
+                out[pid * R2R_IDS_PER_PATH + k] = [str(step[0]) for step in row["trajectory"]]
+            except (KeyError, ValueError, TypeError, IndexError) as e:
+                raise ValueError(f"{path}: entry {i}: not an R2R prediction ({e!r})") from None
+        return out
+    out = {}
+    for line_no, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            out[int(row["instruction_id"])] = [str(v) for v in row["path"]]
+        except (KeyError, ValueError, TypeError) as e:
+            raise ValueError(f"{path}:{line_no}: not an RxR prediction ({e!r})") from None
+    return out
+
+
+def score_predictions(predictions: Mapping[int, Sequence[str]],
+                      episodes: Mapping[str, np.ndarray], nodes: NodeTable, geodesic,
+                      success_radius: float = 3.0) -> dict:
+    """Means of PL / NE / SR / OSR / SPL / nDTW / SDTW of `predictions` ({instruction_id:
+    viewpoint ids}) against the reference paths of `episodes` (every episode must have a
+    prediction; the viewpoints are looked up in the scan of its reference path)."""
+    ids = [int(i) for i in episodes["instruction_id"]]
+    missing = [i for i in ids if i not in predictions]
+    if missing:
+        raise ValueError(f"{len(missing)} of {len(ids)} instructions have no prediction, e.g. "
+                         f"{missing[:5]}")
+    longest = max(len(predictions[i]) for i in ids)
+    paths = np.zeros((len(ids), longest), np.int32)
+    lengths = np.zeros(len(ids), np.int32)
+    for e, iid in enumerate(ids):
+        scan = nodes.ids[int(episodes["path"][e, 0])].split("/", 1)[0]
+        p = nodes.lookup([f"{scan}/{v}" for v in predictions[iid]], "viewpoint")
+        paths[e, :len(p)] = p
+        lengths[e] = len(p)
+    per = jax.jit(path_metrics, static_argnums=(5,))(
+        paths, lengths, episodes["path"], episodes["path_len"], geodesic, success_radius)
+    return {k: float(jnp.mean(v)) for k, v in per.items()}
