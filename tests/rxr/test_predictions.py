@@ -47,3 +47,15 @@ def test_r2r_and_rxr_files_round_trip_and_score(tmp_path):
     (tmp_path / "bad.json").write_text(json.dumps([{"instr_id": "x", "trajectory": []}]))
     with pytest.raises(ValueError, match="entry 0: not an R2R prediction"):
         predictions.read_predictions(str(tmp_path / "bad.json"))
+    # MatterSim logs a row per turn: repeats are one visit; an instruction predicted twice is
+    # refused; a BOM is tolerated
+    turns = [{"instr_id": "3_2", "trajectory": [["a", 0, 0], ["a", 1, 0], ["b", 1, 0]]},
+             {"instr_id": "3_2", "trajectory": [["a", 0, 0]]}]
+    (tmp_path / "turns.json").write_text("\ufeff" + json.dumps(turns[:1]), encoding="utf-8")
+    assert predictions.read_predictions(str(tmp_path / "turns.json")) == {32: ["a", "b"]}
+    (tmp_path / "twice.json").write_text(json.dumps(turns))
+    with pytest.raises(ValueError, match="entry 1: instruction 32 predicted twice"):
+        predictions.read_predictions(str(tmp_path / "twice.json"))
+    (tmp_path / "bad.jsonl").write_text('{"instruction_id": 1, "path": []}\n')
+    with pytest.raises(ValueError, match="line 1: not an RxR prediction"):
+        predictions.read_predictions(str(tmp_path / "bad.jsonl"))

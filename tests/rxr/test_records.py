@@ -450,8 +450,12 @@ def test_follower_takes_guide_fields_and_its_own_trace(tmp_path):
      "key 'pano': snapshot 2 is at viewpoint 'vp_b'"),
     ({"pano": np.asarray([1, 2, 3, 4, 5, 6])}, "key 'pano' has dtype int"),
     ({"pano": np.asarray(["vp_a"] * 6, dtype=object)}, "key 'pano' is not a plain array"),
-    ({"extrinsic_matrix": np.zeros((6, 4, 4), np.float32)},
+    ({"extrinsic_matrix": np.tile(np.diag([0.0, 0.0, 0.0, 1.0]).astype(np.float32),
+                                  (6, 1, 1))},
      "key 'extrinsic_matrix' has a degenerate rotation"),
+    ({"extrinsic_matrix": np.tile(np.asarray([[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0],
+                                              [1, 2, 1.5, 1]], np.float32), (6, 1, 1))},
+     "key 'extrinsic_matrix' has bottom row .*it looks column-major"),
 ])
 def test_malformed_pose_traces_name_file_and_key(tmp_path, change, message):
     path = write_jsonl(tmp_path / "rxr_train_guide.jsonl.gz", [rxr_line(7)])

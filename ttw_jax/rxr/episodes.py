@@ -139,7 +139,12 @@ def _masks(records: Sequence[dict], max_path: int, max_tokens: int,
         if text_features:   # the trace's text_masks index the features' subwords
             if rec.get("step_subwords") is None:
                 continue
-            sub = np.asarray(rec["step_subwords"], bool)[:max_path, :max_tokens]
+            sub = np.asarray(rec["step_subwords"], bool)
+            if sub.shape[1] != len(rec["text_features"]):
+                raise ValueError(f"instruction {rec['instruction_id']}: the pose trace's "
+                                 f"text_masks has {sub.shape[1]} subwords, its text features "
+                                 f"{len(rec['text_features'])}")
+            sub = sub[:max_path, :max_tokens]
             word_mask[i, :len(sub), :sub.shape[1]] = sub
         else:
             if rec.get("step_words") is None:

@@ -13,8 +13,9 @@ Every episode weighs the same, so equal shards of a batch average to the global 
 episode's policy-gradient sum is averaged over its own active steps, like the cloning term; as the
 number of steps depends on the sampled actions, this down-weights the steps of long episodes
 relative to the plain REINFORCE estimator (a known bias of this normalisation, kept because the
-reported runs use it). The textual grounding term is skipped when the agent reads text features
-(the pose-trace word masks index words, not feature positions).
+reported runs use it). The textual masks index the encoder's positions: the words (from the
+trace's word times) or, when the agent reads text features, their subwords (the trace's
+`text_masks`); rows without a mask of a kind skip that term (`has_masks`, `has_word_mask`).
 """
 from __future__ import annotations
 

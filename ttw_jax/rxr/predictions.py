@@ -66,30 +66,59 @@ def write_predictions(path: str, rows: Sequence[dict], fmt: str) -> None:
                 f.write(json.dumps(row) + "\n")
 
 
+def _dedup(viewpoints: list[str]) -> list[str]:
+    """Consecutive repeats dropped (MatterSim trajectories log a row per turn), as the on-device
+    evaluation's paths."""
+    return [v for i, v in enumerate(viewpoints) if i == 0 or v != viewpoints[i - 1]]
+
+
+def _r2r_row(row) -> tuple[int, list[str]]:
+    pid, k = (int(x) for x in str(row["instr_id"]).split("_"))
+    if not 0 <= k < R2R_IDS_PER_PATH:
+        raise ValueError(f"instruction index {k} is not below {R2R_IDS_PER_PATH}")
+    steps = row["trajectory"]
+    if not steps or not all(isinstance(s, list) and s and isinstance(s[0], str) for s in steps):
+        raise ValueError("trajectory must be a non-empty list of [viewpoint, heading, elevation]")
+    return pid * R2R_IDS_PER_PATH + k, _dedup([s[0] for s in steps])
+
+
+def _rxr_row(row) -> tuple[int, list[str]]:
+    path = row["path"]
+    if not path or not all(isinstance(v, str) for v in path):
+        raise ValueError("path must be a non-empty list of viewpoint ids")
+    return int(row["instruction_id"]), _dedup(list(path))
+
+
 def read_predictions(path: str) -> dict[int, list[str]]:
     """{instruction_id: predicted viewpoint ids} of an R2R (`instr_id` "<path_id>_<k>" ->
-    path_id * 10 + k) or RxR prediction file; ValueError naming the file and entry otherwise."""
-    with open(path, encoding="utf-8") as f:
+    path_id * 10 + k) or RxR prediction file, consecutive repeats dropped; ValueError naming the
+    file and entry for a malformed or repeated one."""
+    with open(path, encoding="utf-8-sig") as f:
         text = f.read()
-    stripped = text.lstrip()
-    if stripped.startswith("["):
-        out = {}
-        for i, row in enumerate(json.loads(text)):
-            try:
-                pid, k = (int(x) for x in str(row["instr_id"]).split("_"))
-                out[pid * R2R_IDS_PER_PATH + k] = [str(step[0]) for step in row["trajectory"]]
-            except (KeyError, ValueError, TypeError, IndexError) as e:
-                raise ValueError(f"{path}: entry {i}: not an R2R prediction ({e!r})") from None
-        return out
-    out = {}
-    for line_no, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
+    if text.lstrip().startswith("["):
         try:
-            row = json.loads(line)
-            out[int(row["instruction_id"])] = [str(v) for v in row["path"]]
-        except (KeyError, ValueError, TypeError) as e:
-            raise ValueError(f"{path}:{line_no}: not an RxR prediction ({e!r})") from None
+            entries = [(f"entry {i}", row) for i, row in enumerate(json.loads(text))]
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not a JSON list of R2R predictions ({e})") from None
+        parse, kind = _r2r_row, "an R2R"
+    else:
+        entries = []
+        for line_no, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    entries.append((f"line {line_no}", json.loads(line)))
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{path}:{line_no}: not JSON ({e})") from None
+        parse, kind = _rxr_row, "an RxR"
+    out = {}
+    for where, row in entries:
+        try:
+            iid, viewpoints = parse(row)
+        except (KeyError, ValueError, TypeError, IndexError) as e:
+            raise ValueError(f"{path}: {where}: not {kind} prediction ({e})") from None
+        if iid in out:
+            raise ValueError(f"{path}: {where}: instruction {iid} predicted twice")
+        out[iid] = viewpoints
     return out
 
 
@@ -108,6 +137,8 @@ def score_predictions(predictions: Mapping[int, Sequence[str]],
     paths = np.zeros((len(ids), longest), np.int32)
     lengths = np.zeros(len(ids), np.int32)
     for e, iid in enumerate(ids):
+        if not predictions[iid]:
+            raise ValueError(f"instruction {iid}: empty predicted path")
         scan = nodes.ids[int(episodes["path"][e, 0])].split("/", 1)[0]
         p = nodes.lookup([f"{scan}/{v}" for v in predictions[iid]], "viewpoint")
         paths[e, :len(p)] = p

@@ -236,6 +236,15 @@ def _trace_matrices(data, key: str, path: str, t: int) -> np.ndarray:
     m = m.reshape(t, 4, 4).astype(np.float64)
     if not np.isfinite(m).all():
         raise PoseTraceError(f"{path}: key '{key}' has non-finite values")
+    # row-major as released: the bottom row of a pose is (0, 0, 0, 1), of an OpenGL projection
+    # (0, 0, -1, 0); a column-major (transposed) matrix has it in its last column instead
+    bottom = (0.0, 0.0, 0.0, 1.0) if key == "extrinsic_matrix" else (0.0, 0.0, -1.0, 0.0)
+    if not np.allclose(m[:, 3], bottom, atol=1e-4):
+        transposed = np.allclose(m[:, :, 3], bottom, atol=1e-4)
+        raise PoseTraceError(
+            f"{path}: key '{key}' has bottom row {m[0, 3].tolist()}, expected {list(bottom)} "
+            + ("(it looks column-major: store it row-major, as the release does)" if transposed
+               else "(row-major [4, 4] matrices as the release stores them)"))
     return m
 
 
@@ -355,8 +364,13 @@ def load_text_features(path: str) -> np.ndarray:
     if hasattr(data, "files"):
         with data:
             arr = _trace_array(data, "features", path, "fiu")
+            tokens = None
             if "tokens" in data.files:
-                tokens = _trace_array(data, "tokens", path, "USO")
+                try:
+                    tokens = data["tokens"]
+                except ValueError:   # an object array (needs pickle): not needed, skip it
+                    tokens = None
+            if tokens is not None:
                 if len(tokens) != len(arr):
                     raise PoseTraceError(f"{path}: key 'tokens' has {len(tokens)} rows, "
                                          f"'features' {len(arr)}")

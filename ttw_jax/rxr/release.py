@@ -11,7 +11,7 @@ trainer) runs on the release's layout with no download.
 - `pose_traces/rxr_{split}/{instruction_id:06d}_guide_pose_trace.npz` and
   `{demonstration_id:06d}_follower_pose_trace.npz`: pano [n, 1], time [n, 1], audio_time [n, 1]
   (followers), extrinsic_matrix [n, 16] (camera-to-world, three.js y-up frame, row-major),
-  intrinsic_matrix [n, 16] (OpenGL projection, 60 x 79 degrees), image_mask [k, 128, 256],
+  intrinsic_matrix [n, 16] (OpenGL projection, 60 degrees tall, 75.2 wide), image_mask [k, 128, 256],
   feature_weights [k, 36] (the mask mean-pooled over each view's 60-degree image) and
   text_masks [k, m] (the subwords spoken at each of the k path viewpoints);
 - `text_features/rxr_{split}/{instruction_id:06d}_{lang}_text_features.npz`: tokens [m, 1]

@@ -93,13 +93,17 @@ def observed_pixels(extrinsic: np.ndarray, intrinsic: np.ndarray, world_up: str,
         d = np.stack([d[:, 0], d[:, 2], -d[:, 1]], -1)
     elif world_up != "z":
         raise ValueError(f"world_up must be 'y' or 'z', got {world_up!r}")
-    rot = np.asarray(extrinsic, np.float64)[:, :3, :3]                         # [T, 3, 3]
-    cam = np.einsum("tji,pj->tpi", rot, d)                                      # R^T d
-    clip = np.einsum("tij,tpj->tpi", np.asarray(intrinsic, np.float64)[:, :, :3], cam) \
-        + np.asarray(intrinsic, np.float64)[:, None, :, 3]                      # point at 1 m
-    w = clip[..., 3]
-    safe = np.where(np.abs(w) > 1e-9, w, 1e-9)
-    seen = (w > 0) & (np.abs(clip[..., 0] / safe) <= 1) & (np.abs(clip[..., 1] / safe) <= 1)
+    extrinsic, intrinsic = np.asarray(extrinsic, np.float64), np.asarray(intrinsic, np.float64)
+    seen = np.zeros((len(extrinsic), height * width), bool)
+    for lo in range(0, len(extrinsic), 16):          # 16 snapshots at a time: bounded memory
+        rot = extrinsic[lo:lo + 16, :3, :3]                                     # [t, 3, 3]
+        cam = np.einsum("tji,pj->tpi", rot, d)                                  # R^T d
+        proj = intrinsic[lo:lo + 16]
+        clip = np.einsum("tij,tpj->tpi", proj[:, :, :3], cam) + proj[:, None, :, 3]  # at 1 m
+        w = clip[..., 3]
+        safe = np.where(np.abs(w) > 1e-9, w, 1e-9)
+        seen[lo:lo + 16] = (w > 0) & (np.abs(clip[..., 0] / safe) <= 1) & (
+            np.abs(clip[..., 1] / safe) <= 1)
     return seen.reshape(-1, height, width)
 
 
