@@ -16,9 +16,9 @@ import ml_collections
 import numpy as np
 from flax.training import train_state
 
-from ttw_jax.core import viz
 from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.core.train.run import EVAL, INIT, Run, check_eval, make_optimizer
+from ttw_jax.core.train.workdir import flatten
 from ttw_jax.talk_the_walk import env as grid, figures, maps, walks
 from ttw_jax.talk_the_walk.emergent.evaluation import evaluate_full_task, make_evaluator
 from ttw_jax.talk_the_walk.emergent.losses import localization_loss
@@ -106,14 +106,20 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
             max_evals=config.full_task.max_evals, greedy=config.full_task.greedy,
             greedy_messages=config.eval.greedy_messages)
 
+    run.writer.write_summary(step, {f"final/{split}/{k}": v for split in maps.SPLITS
+                                    for k, v in flatten(results[split]).items()
+                                    if isinstance(v, (int, float)) and k != "examples"})
     if jax.process_index() == 0 and config.write_plots:
         write_plots(config, model, best_params, run.writer.history(), results, workdir)
     return run.finish(results, format_results(results))
 
 
 def write_plots(config, model: Localizer, params, history, results, workdir: str) -> None:
-    viz.plot_learning_curve(history, os.path.join(workdir, "learning_curve.png"),
-                            hlines={"valid upper bound": results["valid"]["upper_bound"]})
+    figures.plot_localization_curve(
+        history, os.path.join(workdir, "learning_curve.png"),
+        bounds={"valid upper bound": results["valid"]["upper_bound"],
+                "valid upper bound, no actions": results["valid"]["upper_bound_no_actions"]},
+        chance=1.0 / maps.WINDOW ** 2)   # one of the window's corners
     if config.model.name == "masc" and config.T > 0:
         seqs = np.asarray([s[:config.T] + (grid.UP,) * (config.T - len(s)) for s in MASK_SEQUENCES])
         masks = model.apply({"params": params}, jnp.asarray(seqs), method=Localizer.masks)

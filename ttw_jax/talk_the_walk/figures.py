@@ -1,4 +1,5 @@
-"""Talk The Walk figures: learned MASC masks (paper Figure 2)."""
+"""Talk The Walk figures: learned MASC masks (paper Figure 2) and the localization learning
+curve against the bounds."""
 from __future__ import annotations
 
 import numpy as np
@@ -25,4 +26,33 @@ def plot_masks(masks: np.ndarray, labels: list[str], path: str) -> None:
                 ax.set_title(f"step {j + 1}", fontsize=9)
             if j == 0:
                 ax.set_ylabel(labels[i], fontsize=8)
+    fig.suptitle("MASC masks: each 3 x 3 grid is the step's kernel over the guide's map, the "
+                 "weight on the neighbouring corner\nat that offset (north up, centre = the same "
+                 "corner, darker = more; a step north reads from the corner south of it);\n"
+                 "rows: action sequences, columns: steps", fontsize=8)
+    viz.save(fig, path, rect=(0, 0, 1, 1 - 0.6 / (1.8 * s)))
+
+
+def plot_localization_curve(history: list[dict], path: str, bounds: dict[str, float],
+                            chance: float) -> None:
+    """Two panels from the run's metric history: the training loss, and train / valid accuracy
+    with `bounds` ({label: accuracy}, e.g. the exact Bayes bound with and without actions) and
+    `chance` as horizontal lines, with a legend."""
+    fig, (loss_ax, acc_ax) = viz.subplots(1, 2, figsize=(11, 3.8))
+    for ax, keys in ((loss_ax, ("train/loss",)), (acc_ax, ("train/accuracy", "valid/accuracy"))):
+        for key in keys:
+            pts = [(h["step"], h[key]) for h in history if key in h]
+            if pts:
+                ax.plot(*zip(*pts), marker="." if len(pts) < 50 else None,
+                        label=key.replace("/", " "))
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    loss_ax.set_title("training loss")
+    acc_ax.set_title("localization accuracy")
+    styles = ("--", "-.", ":")
+    for (label, y), style in zip(bounds.items(), styles):
+        acc_ax.axhline(y, ls=style, color="black", lw=1, label=f"{label} ({y:.3f})")
+    acc_ax.axhline(chance, ls=":", color="gray", lw=1, label=f"chance ({chance:.3f})")
+    acc_ax.set_ylim(0, 1)
+    acc_ax.legend(fontsize=7, loc="lower right")
     viz.save(fig, path)

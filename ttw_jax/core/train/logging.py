@@ -32,6 +32,13 @@ class MetricWriter:
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps({"step": step, **scalars}) + "\n")
 
+    def write_summary(self, step: int, scalars: dict) -> None:
+        """Final figures (test accuracy, bounds, ...) to TensorBoard only: the JSON history
+        keeps the training curve."""
+        if self.active:
+            for k, v in scalars.items():
+                self._tb.add_scalar(k, float(v), step)
+
     def history(self) -> list[dict]:
         if not os.path.exists(self.path):
             return []
