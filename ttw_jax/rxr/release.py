@@ -33,7 +33,7 @@ import numpy as np
 
 from ttw_jax.core.pano_graph import NodeTable, PanoGraph
 from ttw_jax.core.vocab import tokenize
-from ttw_jax.rxr.views import MASK_SHAPE, NUM_VIEWS, observed_pixels, view_regions
+from ttw_jax.rxr.views import MASK_SHAPE, observed_pixels, view_regions, view_weights
 
 SECONDS_PER_VIEWPOINT = 3.0
 CAMERA_HEIGHT = 1.5   # metres above the viewpoint
@@ -91,9 +91,7 @@ def _trace(path_nodes: Sequence[int], graph: PanoGraph, viewpoints: Sequence[str
     step = np.repeat(np.arange(k), 2)
     image_mask = np.zeros((k,) + MASK_SHAPE, bool)
     np.logical_or.at(image_mask, step, seen)
-    regions = view_regions().reshape(NUM_VIEWS, -1).astype(np.int32)
-    # integer products: no BLAS threads (they thrash when other processes hold the cores)
-    weights = (image_mask.reshape(k, -1).astype(np.int32) @ regions.T) / regions.sum(1)
+    weights = view_weights(image_mask, view_regions())
     spoken = np.minimum(np.arange(num_words) * k // max(num_words, 1), k - 1)
     arrays = {"pano": np.asarray(panos)[:, None], "time": np.asarray(times, np.float32)[:, None],
               "extrinsic_matrix": ext.reshape(-1, 16).astype(np.float32),
@@ -111,6 +109,7 @@ def write_release(manual_dir: str, graph: PanoGraph, nodes: NodeTable,
     instruction, language) as an RxR release in `manual_dir` (module docstring); `graph` /
     `nodes` hold the records' viewpoints ("scan/viewpoint" ids). Returns {split: guide lines}."""
     rng = np.random.default_rng(seed)
+    positions = np.asarray(graph.positions)
     counts = {}
     for split, records in records_by_split.items():
         traces = os.path.join(manual_dir, "pose_traces", f"rxr_{split}")
@@ -160,7 +159,6 @@ def write_release(manual_dir: str, graph: PanoGraph, nodes: NodeTable,
                     f_masks[min(f_spoken[w], len(f_nodes) - 1), s] = True
             f_arrays["text_masks"] = f_masks
             np.savez(os.path.join(traces, f"{demo:06d}_follower_pose_trace.npz"), **f_arrays)
-            positions = np.asarray(graph.positions)
             ne = float(np.linalg.norm(positions[f_nodes[-1]] - positions[path_nodes[-1]]))
             sr = float(ne < 3.0)
             followers.append({

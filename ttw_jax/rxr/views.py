@@ -13,6 +13,7 @@ A view-feature table is [N, 36, D] float32 (row = graph node, views in absolute 
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 
@@ -72,11 +73,14 @@ def in_view(directions: np.ndarray, heading: float, elevation: float,
     return (z > 0) & (np.abs(directions @ right) <= limit) & (np.abs(directions @ up) <= limit)
 
 
+@functools.lru_cache(maxsize=4)
 def view_regions(height: int = MASK_SHAPE[0], width: int = MASK_SHAPE[1]) -> np.ndarray:
-    """[36, height, width] bool: the equirectangular pixels each standard view's 60-degree
-    perspective image covers (they overlap)."""
+    """[36, height, width] bool (read-only, computed once per size): the equirectangular pixels
+    each standard view's 60-degree perspective image covers (they overlap)."""
     d = direction_vectors(*pixel_directions(height, width))
-    return np.stack([in_view(d, h, e) for h, e in zip(VIEW_HEADINGS, VIEW_ELEVATIONS)])
+    regions = np.stack([in_view(d, h, e) for h, e in zip(VIEW_HEADINGS, VIEW_ELEVATIONS)])
+    regions.flags.writeable = False
+    return regions
 
 
 def observed_pixels(extrinsic: np.ndarray, intrinsic: np.ndarray, world_up: str,
@@ -107,11 +111,19 @@ def observed_pixels(extrinsic: np.ndarray, intrinsic: np.ndarray, world_up: str,
     return seen.reshape(-1, height, width)
 
 
+def view_weights(observed: np.ndarray, regions: np.ndarray) -> np.ndarray:
+    """[..., 36] float: the share of each view's region [36, height, width] among the observed
+    pixels [..., height, width] (mean-pooling, as the release's `feature_weights`)."""
+    flat = observed.reshape(*observed.shape[:-2], -1).astype(np.int32)
+    cover = regions.reshape(len(regions), -1).astype(np.int32)
+    # integer products: no BLAS threads (they thrash when other processes hold the cores)
+    return (flat @ cover.T) / cover.sum(1)
+
+
 def pooled_view_mask(observed: np.ndarray, regions: np.ndarray) -> np.ndarray:
     """[..., 36] bool: max-pooling of observed pixels [..., height, width] over each view's
     region [36, height, width] (a view is observed when any pixel it covers was)."""
-    flat = observed.reshape(*observed.shape[:-2], -1).astype(np.int32)   # integer: no BLAS
-    return (flat @ regions.reshape(len(regions), -1).T.astype(np.int32)) > 0
+    return view_weights(observed, regions) > 0
 
 
 def angle_features(heading, elevation):
