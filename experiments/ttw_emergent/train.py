@@ -1,12 +1,18 @@
 """Training and evaluation of Talk The Walk localization with emergent communication.
 
-`train_and_evaluate(config, workdir)` trains a tourist/guide pair on random walks sampled on device,
+`train_and_evaluate(config, workdir)` trains a tourist/guide pair on random walks sampled on device
+(`data.train_walks="sampled"`, ours) or on the released code's fixed training set, every (window,
+start, action sequence) once per epoch in a fresh order (`"enumerated"`, with `num_epochs`),
 checkpoints with orbax (a killed run resumes from its last checkpoint with identical results),
 stops early on validation accuracy, then reports train/valid/test accuracy of the best parameters
-beside the Bayes upper bounds, and the full-task success rate (Algorithm 1).
+beside the Bayes upper bounds, and the full-task success rate (Algorithm 1). `data.label` picks
+the corner predicted (where the walk ends or starts, `ttw_jax.talk_the_walk.walks`);
+`data.orientation_aware` the tourist (section 2: TURNLEFT/TURNRIGHT/FORWARD, landmarks seen only
+facing away from the intersection). Discrete messages are scored with greedy and sampled bits.
 """
 from __future__ import annotations
 
+import functools
 import os
 from typing import Callable, Sequence
 
@@ -14,19 +20,25 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+import optax
 from flax.training import train_state
 
 from ttw_jax.core.train import data_parallel as dp
-from ttw_jax.core.train.run import EVAL, INIT, Run, check_eval, make_optimizer
+from ttw_jax.core.train.run import EVAL, INIT, STEPS, Run, check_eval, make_optimizer
 from ttw_jax.core.train.workdir import flatten
 from ttw_jax.talk_the_walk import env as grid, figures, maps, walks
 from ttw_jax.talk_the_walk.emergent.evaluation import evaluate_full_task, make_evaluator
-from ttw_jax.talk_the_walk.emergent.losses import localization_loss
-from ttw_jax.talk_the_walk.emergent.model import Localizer
+from ttw_jax.talk_the_walk.emergent.losses import REDUCTIONS, localization_loss
+from ttw_jax.talk_the_walk.emergent.model import INITS, Localizer
 from ttw_jax.talk_the_walk.upper_bound import bayes_rate
 
 MASK_SEQUENCES = ((grid.UP, grid.UP, grid.UP), (grid.RIGHT, grid.RIGHT, grid.RIGHT),
                   (grid.DOWN, grid.LEFT, grid.UP), (grid.LEFT, grid.DOWN, grid.RIGHT))
+AWARE_MASK_SEQUENCES = ((grid.FORWARD,) * 3, (grid.TURNLEFT, grid.FORWARD, grid.FORWARD),
+                        (grid.TURNRIGHT, grid.FORWARD, grid.FORWARD),
+                        (grid.FORWARD, grid.TURNLEFT, grid.FORWARD))
+TRAIN_WALKS = ("sampled", "enumerated")
+CLIP_SCOPES = ("global", "per_agent")
 
 
 # Settings that may change when a run is resumed; anything else must match the checkpoints.
@@ -40,23 +52,70 @@ def load_data(config: ml_collections.ConfigDict) -> dict[str, maps.Windows]:
     return maps.load_windows(config.data.maps_dir or None, config.data.synthetic_seed, names)
 
 
+def check_config(config: ml_collections.ConfigDict) -> None:
+    """Fails before any work on a value the trainer does not know."""
+    m, d = config.model, config.data
+    for value, allowed, key in ((m.name, MODELS, "model.name"),
+                                (m.comm, ("continuous", "discrete"), "model.comm"),
+                                (m.init, INITS, "model.init"),
+                                (d.label, walks.LABELS, "data.label"),
+                                (d.train_walks, TRAIN_WALKS, "data.train_walks"),
+                                (config.loss_reduction, REDUCTIONS, "loss_reduction"),
+                                (config.optim.clip_scope, CLIP_SCOPES, "optim.clip_scope")):
+        if value not in allowed:
+            raise ValueError(f"{key} must be one of {allowed}, got {value!r}")
+    if d.train_walks == "enumerated" and config.num_epochs <= 0:
+        raise ValueError("data.train_walks='enumerated' trains for num_epochs epochs; "
+                         f"set num_epochs > 0 (got {config.num_epochs})")
+
+
 def build_model(config: ml_collections.ConfigDict) -> Localizer:
+    check_config(config)
     m = config.model
-    if m.name not in MODELS:
-        raise ValueError(f"model.name must be one of {MODELS}, got {m.name!r}")
-    if m.comm not in ("continuous", "discrete"):
-        raise ValueError(f"model.comm must be 'continuous' or 'discrete', got {m.comm!r}")
     return Localizer(T=config.T, features=m.features, num_landmark_ids=maps.NUM_LANDMARK_IDS,
                      masc=m.name == "masc", discrete=m.comm == "discrete",
                      kernel_init=m.kernel_init, tourist_init_std=m.tourist_init_std,
-                     tourist_gate_init=m.tourist_gate_init)
+                     tourist_gate_init=m.tourist_gate_init,
+                     num_actions=grid.NUM_ACTIONS if config.data.orientation_aware
+                     else grid.NUM_AGNOSTIC_ACTIONS,
+                     init_scheme=m.init)
+
+
+def walk_kwargs(config) -> dict:
+    return {"label": config.data.label, "orientation_aware": bool(config.data.orientation_aware)}
 
 
 def init_params(config, model: Localizer, table: np.ndarray, key: jax.Array):
     k_params, k_comm, k_data = jax.random.split(key, 3)
-    ex = walks.sample_batch(k_data, jnp.asarray(table), 2, config.T)
+    ex = walks.sample_batch(k_data, jnp.asarray(table), 2, config.T, **walk_kwargs(config))
     return model.init({"params": k_params, "comm": k_comm}, ex["obs"], ex["actions"],
                       ex["landmarks"])["params"]
+
+
+def make_tx(config: ml_collections.ConfigDict, num_steps: int) -> optax.GradientTransformation:
+    """Adam per `config.optim`; `clip_scope="per_agent"` clips the tourist's (with the baseline)
+    and the guide's gradients separately, as the released code's two optimizers do."""
+    if config.optim.clip_scope == "global":
+        return make_optimizer(config.optim, num_steps)
+    agent = lambda params: {k: "guide" if k == "guide" else "tourist" for k in params}
+    return optax.multi_transform({a: make_optimizer(config.optim, num_steps)
+                                  for a in ("tourist", "guide")}, agent)
+
+
+def epoch_sampler(examples: dict, batch_size: int, key: jax.Array, mesh) -> tuple[Callable, int]:
+    """sample(step) over a fixed training set (device arrays, E rows): epoch `step // n` visits
+    every row once in the order `permutation(fold_in(key, epoch))`, n = ceil(E / batch_size)
+    batches (the last one wraps around to the epoch's first rows). Returns (sample, n)."""
+    num = len(examples["target"])
+    per_epoch = -(-num // batch_size)
+
+    @functools.partial(jax.jit, out_shardings=dp.batch_sharded(mesh))
+    def sample(step, table):
+        order = jax.random.permutation(jax.random.fold_in(key, step // per_epoch), num)
+        rows = order[((step % per_epoch) * batch_size + jnp.arange(batch_size)) % num]
+        return jax.tree_util.tree_map(lambda x: x[rows], table)
+
+    return (lambda step: sample(step, examples)), per_epoch
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
@@ -68,35 +127,61 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     """
     check_eval(config, ("accuracy",))
     model = build_model(config)
-    tx = make_optimizer(config.optim, config.num_steps)  # bad settings fail before any work
     run = Run.start(config, workdir, RESUMABLE_CHANGES)
     data = load_data(config)
     tables = {s: w.landmarks for s, w in data.items()}
+    examples = {s: walks.enumerate_walks(t, config.T, **walk_kwargs(config))
+                for s, t in tables.items()}
+    fit_config = config
+    if config.data.train_walks == "enumerated":
+        sample, per_epoch = epoch_sampler(run.replicate(examples["train"]), config.batch_size,
+                                          jax.random.fold_in(run.key(INIT), 1), run.mesh)
+        step_fn_sample = lambda k, step: sample(step)
+        fit_config = ml_collections.ConfigDict(config.to_dict())
+        fit_config.num_steps = config.num_epochs * per_epoch
+        fit_config.eval_every = config.eval_every_epochs * per_epoch
+    else:
+        train_table = run.replicate(jnp.asarray(tables["train"]))
+        sample_walks = jax.jit(lambda k, tbl: walks.sample_batch(
+            k, tbl, config.batch_size, config.T, **walk_kwargs(config)),
+            out_shardings=dp.batch_sharded(run.mesh))
+        step_fn_sample = lambda k, step: sample_walks(k, train_table)
     state = train_state.TrainState.create(
         apply_fn=model.apply, params=init_params(config, model, tables["train"], run.key(INIT)),
-        tx=tx)
+        tx=make_tx(config, fit_config.num_steps))
     discrete = config.model.comm == "discrete"
-    train_step = dp.make_train_step(localization_loss(model.apply, discrete=discrete), run.mesh)
-    train_table = run.replicate(jnp.asarray(tables["train"]))
-    sample_walks = jax.jit(lambda k, tbl: walks.sample_batch(k, tbl, config.batch_size, config.T),
-                           out_shardings=dp.batch_sharded(run.mesh))
-    sample = lambda k: sample_walks(k, train_table)
-    evaluate = make_evaluator(model, run.mesh, config.eval.chunk_size, config.eval.greedy_messages)
-    examples = {s: walks.enumerate_walks(t, config.T) for s, t in tables.items()}
+    train_step = dp.make_train_step(localization_loss(model.apply, discrete=discrete,
+                                                      reduction=config.loss_reduction), run.mesh)
+    evaluators = {greedy: make_evaluator(model, run.mesh, config.eval.chunk_size, greedy)
+                  for greedy in ((True, False) if discrete else (True,))}
+    evaluate = evaluators[config.eval.greedy_messages or not discrete]
+
+    step_key = run.key(STEPS)
+
+    def step_fn(state, step):
+        k_data, k_step = jax.random.split(jax.random.fold_in(step_key, step))
+        return train_step(state, step_fn_sample(k_data, step), k_step)
 
     state, best_params, meta = run.fit(
-        state, run.step_fn(train_step, sample),
-        lambda params: {"accuracy": evaluate(params, examples["valid"])},
-        eval_prefix="valid", hooks=hooks)
+        state, step_fn, lambda params: {"accuracy": evaluate(params, examples["valid"])},
+        eval_prefix="valid", hooks=hooks, config=fit_config)
     step = meta["step"]
 
     results = {"config": config.to_dict(), "best_step": meta["best_step"], "last_step": step}
+    if config.data.train_walks == "enumerated":
+        results.update(steps_per_epoch=per_epoch, best_epoch=meta["best_step"] / per_epoch)
+    bound = functools.partial(bayes_rate, T=config.T, **walk_kwargs(config))
     for split in maps.SPLITS:
-        correct, total = bayes_rate(tables[split], config.T, condition_on_actions=True)
-        correct_na, _ = bayes_rate(tables[split], config.T, condition_on_actions=False)
-        results[split] = {"accuracy": evaluate(best_params, examples[split]),
+        ex = examples[split]
+        correct, total = bound(tables[split], condition_on_actions=True, examples=ex)
+        correct_na, _ = bound(tables[split], condition_on_actions=False, examples=ex)
+        accuracy = {greedy: fn(best_params, ex) for greedy, fn in evaluators.items()}
+        results[split] = {"accuracy": accuracy[config.eval.greedy_messages or not discrete],
                           "upper_bound": correct / total, "upper_bound_no_actions": correct_na / total,
                           "examples": total}
+        if discrete:   # both ways of sending the bits
+            results[split].update(accuracy_greedy_messages=accuracy[True],
+                                  accuracy_sampled_messages=accuracy[False])
     ft_key = run.key(EVAL)
     for split in [s for s in config.full_task.splits.split(",") if s]:
         results[split]["full_task"] = evaluate_full_task(
@@ -104,7 +189,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
             jax.random.fold_in(ft_key, maps.SPLITS.index(split)), T=config.T,
             repeats=config.full_task.repeats, max_steps=config.full_task.max_steps,
             max_evals=config.full_task.max_evals, greedy=config.full_task.greedy,
-            greedy_messages=config.eval.greedy_messages)
+            greedy_messages=config.eval.greedy_messages, **walk_kwargs(config))
 
     run.writer.write_summary(step, {f"final/{split}/{k}": v for split in maps.SPLITS
                                     for k, v in flatten(results[split]).items()
@@ -121,7 +206,10 @@ def write_plots(config, model: Localizer, params, history, results, workdir: str
                 "valid upper bound, no actions": results["valid"]["upper_bound_no_actions"]},
         chance=1.0 / maps.WINDOW ** 2)   # one of the window's corners
     if config.model.name == "masc" and config.T > 0:
-        seqs = np.asarray([s[:config.T] + (grid.UP,) * (config.T - len(s)) for s in MASK_SEQUENCES])
+        aware = config.data.orientation_aware
+        pad = grid.FORWARD if aware else grid.UP
+        seqs = np.asarray([s[:config.T] + (pad,) * (config.T - len(s))
+                           for s in (AWARE_MASK_SEQUENCES if aware else MASK_SEQUENCES)])
         masks = model.apply({"params": params}, jnp.asarray(seqs), method=Localizer.masks)
         labels = ["-".join(grid.ACTION_NAMES[a] for a in s) for s in seqs]
         figures.plot_masks(np.asarray(masks), labels, os.path.join(workdir, "masc_masks.png"))
@@ -130,13 +218,20 @@ def write_plots(config, model: Localizer, params, history, results, workdir: str
 def format_results(results: dict) -> str:
     c = results["config"]
     m = c["model"]
-    lines = [f"T={c['T']} {m['name']} comm={m['comm']} L={m['features']} "
+    d = c["data"]
+    discrete = m["comm"] == "discrete"
+    lines = [f"T={c['T']} {m['name']} comm={m['comm']} L={m['features']} label={d['label']} "
+             f"tourist={'aware' if d['orientation_aware'] else 'agnostic'} "
              f"(best step {results['best_step']} of {results['last_step']})",
-             f"{'split':<6} {'accuracy':>9} {'upper bound':>12} {'UB no actions':>14} {'full-task success':>18} {'mean steps':>11}"]
+             f"{'split':<6} {'accuracy':>9} "
+             + (f"{'greedy bits':>12} {'sampled bits':>13} " if discrete else "")
+             + f"{'upper bound':>12} {'UB no actions':>14} {'full-task success':>18} {'mean steps':>11}"]
     for split in maps.SPLITS:
         r = results[split]
         ft = r.get("full_task")
-        lines.append(f"{split:<6} {r['accuracy']:9.4f} {r['upper_bound']:12.4f} "
-                     f"{r['upper_bound_no_actions']:14.4f} "
+        lines.append(f"{split:<6} {r['accuracy']:9.4f} "
+                     + (f"{r['accuracy_greedy_messages']:12.4f} "
+                        f"{r['accuracy_sampled_messages']:13.4f} " if discrete else "")
+                     + f"{r['upper_bound']:12.4f} {r['upper_bound_no_actions']:14.4f} "
                      + (f"{ft['success_rate']:18.4f} {ft['mean_steps_ended']:11.2f}" if ft else ""))
     return "\n".join(lines)

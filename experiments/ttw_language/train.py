@@ -13,6 +13,12 @@ last checkpoint of the stage it was in, with identical results):
 4. `pg_T{T}`: the tourist fine-tuned by policy gradient against the frozen T-step guide; the
    guide's accuracy on sampled utterances before and after.
 5. The full task (Algorithm 1) with natural-language messages for every generated-utterance guide.
+6. `guide_human_trajectories` (`generated.human_trajectories`, App. C Table 15): a guide trained
+   on the tourist's utterances for the dialogues' own trajectories (T = min(moves, T_max)),
+   evaluated on them and played in the full task for every T of `generated.Ts`.
+Every generated-utterance guide is also read with each beam size of `eval.beam_sizes` (Table 12),
+the human-utterance guides report E[T] of their T head (Table 9), and `<workdir>/samples.md`
+holds tourist utterances for test examples per T (Table 16).
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ from typing import Callable, Sequence
 import jax
 import jax.numpy as jnp
 import ml_collections
+import numpy as np
 from flax.training import train_state
 
 from ttw_jax.core.chunks import map_in_chunks
@@ -32,10 +39,11 @@ from ttw_jax.core.vocab import Vocabulary
 from ttw_jax.talk_the_walk import maps, walks as localization
 from ttw_jax.talk_the_walk.language import (dataset as ttw_language_data, dialogues as td,
                                             evaluation as language, losses as nl_losses)
-from ttw_jax.talk_the_walk.language.guide import NLGuide
+from ttw_jax.talk_the_walk.language.guide import ACTION_CHAINS, MASK_HEADS, NLGuide
 from ttw_jax.talk_the_walk.language.tourist import NLTourist
 
-RESUMABLE_CHANGES = ("patience", "eval.batch_size", "full_task.", "data.tfds_dir", "data.manual_dir")
+RESUMABLE_CHANGES = ("patience", "eval.batch_size", "eval.beam_sizes", "eval.num_samples",
+                     "full_task.", "data.tfds_dir", "data.manual_dir")
 HUMAN_KEYS = ("obs", "actions", "num_moves", "utterance", "utterance_len", "message",
               "message_len", "landmarks", "target")
 
@@ -61,13 +69,15 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
     if empty:
         raise ValueError(f"talk_the_walk/{d.tfds_config} has no dialogues or windows in split(s) "
                          f"{empty}; every experiment stage trains on train and selects on valid")
-    human = {}
+    human, examples = {}, {}
     for ctx in sorted(set(_ints(config.contexts)) | {1}):
-        human[ctx] = {s: td.encode_examples(td.utterance_examples(dialogues[s], context=ctx),
-                                            nmaps, vocab, d.max_moves, d.utterance_len,
-                                            d.message_len)
+        examples[ctx] = {s: td.utterance_examples(
+            dialogues[s], context=ctx, drop_short_context=d.drop_short_context,
+            blocked_forward=d.blocked_forward) for s in maps.SPLITS}
+        human[ctx] = {s: td.encode_examples(examples[ctx][s], nmaps, vocab, d.max_moves,
+                                            d.utterance_len, d.message_len)
                       for s in maps.SPLITS}
-    return {"vocab": vocab, "tables": tables, "human": human,
+    return {"vocab": vocab, "tables": tables, "human": human, "examples": examples[1],
             "num_dialogues": {s: len(v) for s, v in dialogues.items()}}
 
 
@@ -98,14 +108,17 @@ def run_stage(run: Run, stage, name: str, params, loss_fn: Callable, sample: Cal
 
 def build_tourist(config, vocab_size: int) -> NLTourist:
     t = config.tourist
+    num_actions = td.NUM_MOVE_IDS if config.data.blocked_forward == "stay" else td.STAY
     return NLTourist(vocab_size=vocab_size, num_landmark_ids=maps.NUM_LANDMARK_IDS, embed=t.embed,
-                   hidden=t.hidden)
+                     hidden=t.hidden, num_actions=num_actions)
 
 
 def build_guide(config, vocab_size: int, masc: bool) -> NLGuide:
     g = config.guide
     return NLGuide(vocab_size=vocab_size, num_landmark_ids=maps.NUM_LANDMARK_IDS, T_max=g.T_max,
-                   embed=g.embed, hidden=g.hidden, features=g.features, masc=masc)
+                   embed=g.embed, hidden=g.hidden, features=g.features, masc=masc,
+                   key_projection=g.key_projection, action_chain=g.action_chain,
+                   mask_head=g.mask_head)
 
 
 def _take(arrays: dict, keys) -> dict:
@@ -141,18 +154,19 @@ def train_tourist(run: Run, data, key, hooks):
 
 
 def make_guide_evaluator(guide, batch_size: int, predict_T: bool):
-    """evaluate(params, examples) -> accuracy over host examples (message, message_len,
-    landmarks, target and, unless `predict_T`, T)."""
+    """evaluate(params, examples) -> {accuracy, expected_T} over host examples (message,
+    message_len, landmarks, target and, unless `predict_T`, T); expected_T is the mean over
+    examples of E[T] under the guide's T head."""
     @jax.jit
-    def correct(params, batch):
-        return {"correct": language.guide_correct(guide, params, batch,
-                                                  None if predict_T else batch["T"])}
+    def stats(params, batch):
+        return language.guide_stats(guide, params, batch, None if predict_T else batch["T"])
 
-    def evaluate(params, examples) -> float:
-        out = map_in_chunks(lambda b, _: correct(params, b), examples,
+    def evaluate(params, examples) -> dict:
+        out = map_in_chunks(lambda b, _: stats(params, b), examples,
                             ("message", "message_len", "landmarks", "target", "T"), batch_size,
                             jax.random.key(0))
-        return language.accuracy(out["correct"])
+        return {"accuracy": language.accuracy(out["correct"]),
+                "expected_T": float(out["expected_T"].mean())}
 
     return evaluate
 
@@ -175,11 +189,12 @@ def train_human_guide(run: Run, data, key, ctx: int, masc: bool, hooks):
     sample = dp.episode_sampler(_take(sets["train"], keys), config.guide.batch_size, mesh)
     name = f"guide_human_c{ctx}_{'masc' if masc else 'nomasc'}"
     params, meta = run_stage(run, config.guide, name, params, loss_fn, sample,
-                             lambda p: {"accuracy": evaluate(p, sets["valid"])}, "accuracy",
+                             lambda p: evaluate(p, sets["valid"]), "accuracy",
                              "max", jax.random.fold_in(key, 1), hooks=hooks)
-    return {"best_step": meta["best_step"], **{s: evaluate_best(
-        meta, s, "valid", lambda: {"accuracy": evaluate(params, sets[s])})["accuracy"]
-        for s in maps.SPLITS}}
+    per_split = {s: evaluate_best(meta, s, "valid", lambda: evaluate(params, sets[s]))
+                 for s in maps.SPLITS}
+    return {"best_step": meta["best_step"], **{s: r["accuracy"] for s, r in per_split.items()},
+            "expected_T": {s: r["expected_T"] for s, r in per_split.items()}}
 
 
 def walk_sets(config, data, T: int, key) -> dict:
@@ -192,19 +207,35 @@ def walk_sets(config, data, T: int, key) -> dict:
     return out
 
 
-def make_generator(config, tourist):
-    """generate(tourist_params, walks, decode, key) -> host guide inputs for host `walks`,
-    decoded in chunks; one compiled program per decoding mode."""
-    @functools.partial(jax.jit, static_argnames="decode")
-    def gen(tp, batch, key, decode):
-        return language.generated_batch(tourist, tp, batch, key, decode,
-                                        config.data.generated_len, config.eval.beam_size)
+@functools.partial(jax.jit, static_argnames=("tourist", "decode", "max_len", "beam_size"))
+def _generated_batch(tourist, tp, batch, key, decode, max_len, beam_size):
+    return language.generated_batch(tourist, tp, batch, key, decode, max_len, beam_size)
 
-    def generate(tp, walks: dict, decode: str, key) -> dict:
-        return map_in_chunks(lambda b, k: gen(tp, b, k, decode), walks,
-                             ("obs", "actions", "landmarks", "target"), config.eval.batch_size, key)
+
+def make_generator(config, tourist):
+    """generate(tourist_params, walks, decode, key, beam_size=eval.beam_size) -> host guide
+    inputs for host `walks` (random walks, or human trajectories with num_moves and T), decoded
+    in chunks; one compiled program per decoding mode and beam size."""
+    def generate(tp, walks: dict, decode: str, key, beam_size: int | None = None) -> dict:
+        beam_size = config.eval.beam_size if beam_size is None else beam_size
+        gen = lambda b, k: _generated_batch(tourist, tp, b, k, decode, config.data.generated_len,
+                                            beam_size)
+        return map_in_chunks(gen, walks,
+                             ("obs", "actions", "num_moves", "T", "landmarks", "target"),
+                             config.eval.batch_size, key)
 
     return generate
+
+
+def evaluate_generated(config, evaluate, generate, gparams, tparams, walks: dict, key) -> dict:
+    """{split: {decode: accuracy}} of a generated-utterance guide on `walks` per split, and
+    `beam_sizes`: {split: {beam size: accuracy}} for each of `eval.beam_sizes` (Table 12)."""
+    result = {s: {d: evaluate(gparams, generate(tparams, walks[s], d, key))["accuracy"]
+                  for d in language.DECODES} for s in maps.SPLITS}
+    result["beam_sizes"] = {s: {str(k): evaluate(gparams, generate(
+        tparams, walks[s], "beam", key, beam_size=k))["accuracy"]
+        for k in _ints(config.eval.beam_sizes)} for s in maps.SPLITS}
+    return result
 
 
 def train_generated_guide(run: Run, data, tourist, tparams, key, T: int, hooks):
@@ -232,13 +263,46 @@ def train_generated_guide(run: Run, data, tourist, tparams, key, T: int, hooks):
     valid = generate(tparams, walks["valid"], decode, jax.random.fold_in(key, 3))
     loss_fn = nl_losses.guide_loss(guide.apply, "fixed")
     params, meta = run_stage(run, config.generated, f"guide_generated_T{T}", params, loss_fn,
-                             sample, lambda p: {"accuracy": evaluate(p, valid)}, "accuracy",
-                             "max", jax.random.fold_in(key, 1), hooks=hooks)
-    result = {"best_step": meta["best_step"]}
-    for s in maps.SPLITS:
-        result[s] = {d: evaluate(params, generate(tparams, walks[s], d, jax.random.fold_in(key, 4)))
-                     for d in language.DECODES}
+                             sample, lambda p: {"accuracy": evaluate(p, valid)["accuracy"]},
+                             "accuracy", "max", jax.random.fold_in(key, 1), hooks=hooks)
+    result = {"best_step": meta["best_step"],
+              **evaluate_generated(config, evaluate, generate, params, tparams, walks,
+                                   jax.random.fold_in(key, 4))}
     return guide, params, walks, result
+
+
+def human_trajectories(config, data) -> dict:
+    """{split: the one-utterance human examples' trajectories} as tourist / guide inputs, the
+    guide reading T = min(moves, T_max) steps."""
+    keys = ("obs", "actions", "num_moves", "landmarks", "target")
+    return {s: {**_take(data["human"][1][s], keys),
+                "T": np.minimum(data["human"][1][s]["num_moves"], config.guide.T_max)}
+            for s in maps.SPLITS}
+
+
+def train_human_trajectory_guide(run: Run, data, tourist, tparams, key, hooks):
+    """Table 15's human-trajectory guide: trained (fixed T) on the tourist's `generated.decode`
+    utterances for the dialogues' own trajectories, cached once as in the released
+    predict_location_generated.py; evaluated on them like the random-walk guides."""
+    config, mesh = run.config, run.mesh
+    guide = build_guide(config, len(data["vocab"]), True)
+    k = data["tables"]["train"].shape[-1]
+    params = init_guide(guide, jax.random.fold_in(key, 0), config.data.generated_len + 1, k)
+    walks = human_trajectories(config, data)
+    generate = make_generator(config, tourist)
+    decode = config.generated.decode
+    cached = {s: generate(tparams, walks[s], decode, jax.random.fold_in(key, 3))
+              for s in ("train", "valid")}
+    evaluate = make_guide_evaluator(guide, config.eval.batch_size, predict_T=False)
+    sample = dp.episode_sampler(cached["train"], config.generated.batch_size, mesh)
+    loss_fn = nl_losses.guide_loss(guide.apply, "fixed")
+    params, meta = run_stage(run, config.generated, "guide_human_trajectories", params, loss_fn,
+                             sample, lambda p: {"accuracy": evaluate(p, cached["valid"])["accuracy"]},
+                             "accuracy", "max", jax.random.fold_in(key, 1), hooks=hooks)
+    result = {"best_step": meta["best_step"], "decode": decode,
+              **evaluate_generated(config, evaluate, generate, params, tparams, walks,
+                                   jax.random.fold_in(key, 4))}
+    return guide, params, result
 
 
 def fine_tune_tourist(run: Run, data, tourist, tparams, guide, gparams, walks, key, T: int,
@@ -262,7 +326,8 @@ def fine_tune_tourist(run: Run, data, tourist, tparams, guide, gparams, walks, k
     generate = make_generator(config, tourist)
 
     def accuracy_with(tp, split, decode, draw=5):
-        return evaluate(gparams, generate(tp, walks[split], decode, jax.random.fold_in(key, draw)))
+        return evaluate(gparams, generate(tp, walks[split], decode,
+                                          jax.random.fold_in(key, draw)))["accuracy"]
 
     loss_fn = nl_losses.tourist_pg_loss(tourist, guide, config.data.generated_len,
                                         reward=config.pg.reward)
@@ -288,9 +353,20 @@ def evaluate_full_task(config, data, tourist, tparams, guide, gparams, T: int, k
         max_steps=f.max_steps, max_evals=f.max_evals, greedy=f.greedy)
 
 
+def check_config(config: ml_collections.ConfigDict) -> None:
+    """Fails before any work on an unknown guide or example-extraction option."""
+    for value, allowed, name in ((config.guide.action_chain, ACTION_CHAINS, "guide.action_chain"),
+                                 (config.guide.mask_head, MASK_HEADS, "guide.mask_head"),
+                                 (config.data.blocked_forward, td.BLOCKED_FORWARD,
+                                  "data.blocked_forward")):
+        if value not in allowed:
+            raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+
+
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                        hooks: Sequence[Callable[[int], None]] = ()) -> dict:
     """Runs every stage (see the module docstring); returns (and writes) the results dict."""
+    check_config(config)
     run = Run.start(config, workdir, RESUMABLE_CHANGES,
                     batch_sizes=(config.tourist.batch_size, config.guide.batch_size,
                                  config.generated.batch_size, config.pg.batch_size))
@@ -307,6 +383,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
             results["human"][name] = train_human_guide(run, data, run.key(100 + 2 * ctx + masc),
                                                        ctx, masc, hooks)
     results["generated"], results["full_task"] = {}, {}
+    pg_params = None
     for T in _ints(config.generated.Ts):
         key = run.key(200 + T)
         guide, gparams, walks, results["generated"][f"T{T}"] = train_generated_guide(
@@ -318,7 +395,63 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                 config, data, tourist, pg_params, guide, gparams, T, jax.random.fold_in(key, 9))
         results["full_task"][f"T{T}"] = evaluate_full_task(
             config, data, tourist, tparams, guide, gparams, T, jax.random.fold_in(key, 9))
+    if config.generated.human_trajectories:
+        key = run.key(400)
+        guide, gparams, results["human_trajectories"] = train_human_trajectory_guide(
+            run, data, tourist, tparams, key, hooks)
+        for T in _ints(config.generated.Ts):
+            results["full_task"][f"human_trajectories_T{T}"] = evaluate_full_task(
+                config, data, tourist, tparams, guide, gparams, T,
+                jax.random.fold_in(run.key(200 + T), 9))
+    samples = format_samples(config, data, tourist, tparams, pg_params, run.key(500))
+    if jax.process_index() == 0:
+        with open(os.path.join(run.workdir, "samples.md"), "w", encoding="utf-8") as f:
+            f.write(samples)
     return run.finish(results, format_results(results))
+
+
+def _landmark_names(ids) -> str:
+    return "(" + ", ".join(maps.LANDMARK_TYPES[i] for i in ids if i != maps.PAD_ID) + ")"
+
+
+def format_samples(config, data, tourist, tparams, pg_params, key) -> str:
+    """Table 16 as markdown: for up to `eval.num_samples` test examples with T moves (each T of
+    `generated.Ts`), the observed landmarks, the moves, the human utterance and the tourist's
+    greedy / sampled / beam-search utterances (and the policy-gradient tourist's when it was
+    trained)."""
+    vocab, generate = data["vocab"], make_generator(config, tourist)
+    walks = human_trajectories(config, data)["test"]
+    examples = data["examples"]["test"]
+    tourists = [("supervised", tparams)] + ([("policy gradient", pg_params)]
+                                            if pg_params is not None else [])
+    lines = ["# Tourist samples (Table 16)", "",
+             f"Test examples of `{config.data.tfds_config}`; the tourist describes its corners "
+             f"and moves since its previous utterance (the last {config.data.max_moves} moves "
+             f"kept); beam size {config.eval.beam_size}.", ""]
+    for T in _ints(config.generated.Ts):
+        idx = np.flatnonzero(walks["num_moves"] == T)[:config.eval.num_samples]
+        lines += [f"## T = {T}", ""]
+        if not len(idx):
+            lines += [f"No test example with {T} moves.", ""]
+            continue
+        sub = {k: v[idx] for k, v in walks.items()}
+        rows = {}
+        for who, tp in tourists:
+            for d in language.DECODES:
+                out = generate(tp, sub, d, jax.random.fold_in(key, T))
+                rows[f"{who} {d}"] = [td.decode(vocab, out["message"][i, 1:out["message_len"][i]])
+                                      for i in range(len(idx))]
+        for j, i in enumerate(idx):
+            n = int(walks["num_moves"][i])
+            lines += ["| | utterance |", "|---|---|",
+                      "| observations | " + " ".join(_landmark_names(o)
+                                                     for o in walks["obs"][i, :n + 1]) + " |",
+                      "| moves | " + (", ".join(td.MOVE_NAMES[a] for a in walks["actions"][i, :n])
+                                      or "-") + " |",
+                      f"| human | {examples[i]['utterance']} |"]
+            lines += [f"| {name} | {utts[j] or '(empty)'} |" for name, utts in rows.items()]
+            lines.append("")
+    return "\n".join(lines)
 
 
 def format_results(results: dict) -> str:
@@ -329,8 +462,12 @@ def format_results(results: dict) -> str:
              "localization accuracy (train / valid / test):"]
     for name, r in results["human"].items():
         lines.append(f"  human utterances {name:<12} "
-                     + " / ".join(f"{r[s]:.3f}" for s in maps.SPLITS))
-    for name, r in results["generated"].items():
+                     + " / ".join(f"{r[s]:.3f}" for s in maps.SPLITS)
+                     + f"   E[T] {r['expected_T']['test']:.2f} (test)")
+    generated = dict(results["generated"])
+    if "human_trajectories" in results:
+        generated["human trajectories"] = results["human_trajectories"]
+    for name, r in generated.items():
         for d in language.DECODES:
             lines.append(f"  generated {name} {d:<7}        "
                          + " / ".join(f"{r[s][d]:.3f}" for s in maps.SPLITS))
@@ -340,6 +477,11 @@ def format_results(results: dict) -> str:
             lines.append(f"  T{r['T']} {d:<7} supervised -> policy gradient: "
                          + " / ".join(f"{r[s]['supervised_' + d]:.3f} -> "
                                       f"{r[s]['policy_gradient_' + d]:.3f}" for s in maps.SPLITS))
+    lines.append("beam size -> localization accuracy (train / valid / test):")
+    for name, r in generated.items():
+        for k in r["beam_sizes"]["test"]:
+            lines.append(f"  generated {name} beam {k:<3} "
+                         + " / ".join(f"{r['beam_sizes'][s][k]:.3f}" for s in maps.SPLITS))
     for name, splits in results["full_task"].items():
         for s, r in splits.items():
             lines.append(f"full task {name} ({s}): success {r['success_rate']:.3f}, "

@@ -1,9 +1,10 @@
 """Every command and import the docs show still works as written (checked without running them):
 README.md, BUILD.md and the experiments' docstrings.
 
-- `python -m <module> ...`: the module exists; for an experiment launcher (`experiments.<x>.main`)
-  every `--config.a.b=...` names a field of the config it selects (`--config=...` or the
-  launcher's default) and the other flags are the launcher's; for any other module every flag is
+- `python -m <module> ...`: the module exists; for an experiment launcher (`experiments.<x>.main`,
+  or another module of the experiment that runs through `launch`) every `--config.a.b=...` names a
+  field of the config it selects (`--config=...` or the launcher's default) and the other flags are
+  the launcher's (or the module's own); for any other module every flag is
   one it defines (absl `flags.DEFINE_*` or argparse `add_argument`).
 - Python snippets: every `import` / `from ... import ...` resolves.
 - Every repository path the docs mention (`ttw_jax/...`, `experiments/...`, `tests/...`) exists.
@@ -129,9 +130,13 @@ def problems(command: str) -> list[str]:
             ).startswith("Moved:"):
         return [f"{module} has moved"]
     names = [a[2:].split("=", 1)[0] for a in args]
-    if module.startswith("experiments.") and module.endswith(".main"):
+    source = open(find(module).origin, encoding="utf-8").read()
+    # A launcher: `experiments.<x>.main`, or another module of an experiment built on `launch`
+    # (its own flags besides the launcher's).
+    if module.startswith("experiments.") and (module.endswith(".main") or "launch(" in source):
         config = config_of(module, args)
-        bad = [n for n in names if n not in LAUNCHER_FLAGS and not (
+        own = defined_flags(module) if not module.endswith(".main") else set()
+        bad = [n for n in names if n not in LAUNCHER_FLAGS | own and not (
             n.startswith("config.") and has_field(config, n[len("config."):]))]
     else:
         known = defined_flags(module) | {"helpfull", "help"}
@@ -153,6 +158,9 @@ def test_documented_command_runs_as_written(where, command):
 
 
 def test_the_command_check_catches_mistakes():
+    assert problems("python -m experiments.ttw_emergent.sweep --workdir=/tmp/x --seeds=0 "
+                    "--config.nope=1 --steps=3") == ["unknown flag --config.nope",
+                                                     "unknown flag --steps"]
     assert problems("python -m experiments.nope.main --workdir=/tmp/x") == [
         "no module experiments.nope.main"]
     assert problems("python -m experiments.ttw_emergent.main --workdir=/tmp/x "

@@ -81,8 +81,9 @@ def test_utterance_examples_by_hand():
     e0, e1, e2 = ex[:3]
     assert [e["act"] for e in (e0, e1, e2)] == [1, 13, 18]
     assert e0["target"] == (3 - 2) * 4 + (5 - 4) and e0["moves"] == [] and e0["corners"] == [[1, 1]]
-    # moves since the previous example utterance, absolute; "hmm ok" does not reset them
-    assert e1["moves"] == [1, 1, 1, 0]
+    # moves since the previous example utterance, absolute; "hmm ok" does not reset them; the
+    # FORWARD blocked by the edge (act 8) is STAY and its corner is observed again
+    assert e1["moves"] == [1, 1, td.STAY, 0]
     assert e1["corners"] == [[1, 1], [2, 1], [3, 1], [3, 1], [3, 2]]
     assert e1["target"] == 3 * 4 + 2
     assert e2["moves"] == [3, 2] and e2["corners"] == [[3, 2], [2, 2], [2, 1]]
@@ -90,19 +91,29 @@ def test_utterance_examples_by_hand():
     assert e1["neighborhood"] == "fidi" and e1["boundaries"] == [2, 4, 5, 7]
     assert e1["utterance"] == "Now I see a Shop and a bar!"
     assert e1["message"] == [["Tourist", "Now I see a Shop and a bar!"]]
-    # context 3 / 5: guide utterances and short ones included, ACTION / EVALUATE not
+    # context 3 / 5: guide utterances included, ACTION / EVALUATE not; the short tourist
+    # utterances ("ok", "hmm ok") are left out of the context as in the released code
     e1_3 = td.utterance_examples([ep], context=3)[1]
-    assert e1_3["message"] == [["Tourist", "hmm ok"], ["Guide", "not there yet"],
+    assert e1_3["message"] == [["Guide", "turn right and go forward"], ["Guide", "not there yet"],
                                ["Tourist", "Now I see a Shop and a bar!"]]
     e5 = td.utterance_examples([ep], context=5)
-    assert e5[1]["message"] == [["Guide", "turn right and go forward"], ["Tourist", "ok"],
-                                ["Tourist", "hmm ok"], ["Guide", "not there yet"],
+    assert e5[1]["message"] == [["Guide", "hi, what do you see?"], ["Tourist", "i see a bank here"],
+                                ["Guide", "turn right and go forward"], ["Guide", "not there yet"],
                                 ["Tourist", "Now I see a Shop and a bar!"]]
     assert e5[0]["message"] == [["Guide", "hi, what do you see?"], ["Tourist", "i see a bank here"]]
-    # min_words: "hmm ok" becomes an example with min_words=2 and resets the moves
-    ex2 = td.utterance_examples([ep], min_words=2)
+    # the earlier behaviour: short utterances stay in the context, a blocked FORWARD is a move
+    old = td.utterance_examples([ep], context=5, drop_short_context=False, blocked_forward="move")
+    assert old[1]["message"] == [["Guide", "turn right and go forward"], ["Tourist", "ok"],
+                                 ["Tourist", "hmm ok"], ["Guide", "not there yet"],
+                                 ["Tourist", "Now I see a Shop and a bar!"]]
+    assert old[1]["moves"] == [1, 1, 1, 0] and old[1]["corners"] == e1["corners"]
+    # min_words: "hmm ok" becomes an example with min_words=2, resets the moves, and is context
+    ex2 = td.utterance_examples([ep], min_words=2, context=2)
     assert [e["act"] for e in ex2] == [1, 6, 13, 18]
-    assert ex2[1]["moves"] == [1] and ex2[2]["moves"] == [1, 1, 0]
+    assert ex2[1]["moves"] == [1] and ex2[2]["moves"] == [1, td.STAY, 0]
+    assert ex2[1]["message"] == [["Guide", "turn right and go forward"], ["Tourist", "hmm ok"]]
+    with pytest.raises(ValueError, match="blocked_forward"):
+        td.utterance_examples([ep], blocked_forward="wall")
     with pytest.raises(ValueError):
         td.utterance_examples([ep], context=0)
 
@@ -136,8 +147,8 @@ def test_encode_examples_by_hand():
     np.testing.assert_array_equal(arr["landmarks"], np.stack([window] * 3))
     np.testing.assert_array_equal(arr["target"], [5, 14, 9])
     np.testing.assert_array_equal(arr["num_moves"], [0, 3, 2])
-    # example 1 has 4 moves: the last 3 are kept with their 4 corners
-    np.testing.assert_array_equal(arr["actions"], [[0, 0, 0], [1, 1, 0], [3, 2, 0]])
+    # example 1 has 4 moves (the third blocked: STAY): the last 3 are kept with their 4 corners
+    np.testing.assert_array_equal(arr["actions"], [[0, 0, 0], [1, td.STAY, 0], [3, 2, 0]])
     bank, empty, shop_bar = [4, 0, 0], [maps.EMPTY_ID, 0, 0], [2, 8, 0]
     np.testing.assert_array_equal(arr["obs"][0], [bank, [0] * 3, [0] * 3, [0] * 3])
     np.testing.assert_array_equal(arr["obs"][1], [bank, empty, empty, shop_bar])

@@ -89,3 +89,48 @@ def test_discrete_tourist_has_message_biases():
     disc = init(Localizer(T=T, features=8, num_landmark_ids=maps.NUM_LANDMARK_IDS, discrete=True), batch)
     cont = init(Localizer(T=T, features=8, num_landmark_ids=maps.NUM_LANDMARK_IDS), batch)
     assert {"obs_bias", "act_bias"} <= set(disc["tourist"]) and "obs_bias" not in cont["tourist"]
+
+
+def test_released_initialisation():
+    batch = tiny_batch()
+    n = 64
+    for discrete, map_std in ((False, 0.01), (True, 0.1)):
+        model = Localizer(T=T, features=n, num_landmark_ids=maps.NUM_LANDMARK_IDS,
+                          discrete=discrete, kernel_init="uniform", init_scheme="released")
+        p = init(model, batch)
+        np.testing.assert_allclose(np.std(p["tourist"]["act_emb"]["embedding"]), 1.0, rtol=0.15)
+        np.testing.assert_allclose(np.std(p["guide"]["map_emb"]["Embed_0"]["embedding"]), map_std,
+                                   rtol=0.15)
+        kernel = np.asarray(p["guide"]["conv"]["kernel"])
+        assert np.abs(kernel).max() <= 1 / (9 * n) and np.abs(kernel).max() > 0.9 / (9 * n)
+        extract = p["guide"]["extract_0"]   # PyTorch's Linear: U(+-1/sqrt(fan_in)), bias too
+        for w, low in ((extract["kernel"], 0.8), (extract["bias"], 0.4)):   # 576 and 9 draws
+            assert low / np.sqrt(n) < np.abs(np.asarray(w)).max() <= 1 / np.sqrt(n)
+        assert ("obs_bias" in p["tourist"]) is False   # the released tourist has no bias
+    ours = init(Localizer(T=T, features=n, num_landmark_ids=maps.NUM_LANDMARK_IDS, discrete=True),
+                batch)
+    assert "obs_bias" in ours["tourist"]
+    np.testing.assert_allclose(np.std(ours["tourist"]["act_emb"]["embedding"]), 0.1, rtol=0.15)
+
+
+def test_sum_reduction_scales_the_objective_by_the_batch():
+    batch = tiny_batch()
+    model = Localizer(T=T, features=8, num_landmark_ids=maps.NUM_LANDMARK_IDS)
+    params = init(model, batch)
+    mean = localization_loss(model.apply, False)(params, batch, jax.random.key(0))[0]
+    total = localization_loss(model.apply, False, reduction="sum")(params, batch, jax.random.key(0))[0]
+    np.testing.assert_allclose(total, 16 * mean, rtol=1e-5)
+    with pytest.raises(ValueError, match="reduction"):
+        localization_loss(model.apply, False, reduction="max")
+
+
+def test_orientation_aware_localizer_embeds_turns_and_forward():
+    table = maps.windows(maps.synthetic_maps(0, ["fidi"]), "train").landmarks
+    batch = walks.sample_batch(jax.random.key(0), jnp.asarray(table), 16, T, label="start",
+                               orientation_aware=True)
+    assert set(np.unique(batch["actions"]).tolist()) <= {4, 5, 6}
+    model = Localizer(T=T, features=8, num_landmark_ids=maps.NUM_LANDMARK_IDS, num_actions=7)
+    params = init(model, batch)
+    assert params["tourist"]["act_emb"]["embedding"].shape == (7, 8)
+    masks = model.apply({"params": params}, batch["actions"], method=Localizer.masks)
+    assert masks.shape == (16, T, 3, 3)

@@ -31,6 +31,9 @@ def test_discrete_no_masc_config_trains(tmp_path):
     with xla_optimizations(False):      # ten steps: compilation dominates
         res = EMERGENT.train.train_and_evaluate(c, str(tmp_path))
     assert np.isfinite(res["valid"]["accuracy"])
+    for split in ("train", "valid", "test"):   # greedy by default; both reported
+        assert res[split]["accuracy"] == res[split]["accuracy_greedy_messages"]
+        assert 0 <= res[split]["accuracy_sampled_messages"] <= 1
     assert not os.path.exists(os.path.join(str(tmp_path), "masc_masks.png"))
 
 
@@ -39,3 +42,59 @@ def test_discrete_no_masc_config_trains(tmp_path):
 def test_bad_config_values_are_rejected(tmp_path, override, field):
     with pytest.raises(ValueError, match=field):
         EMERGENT.train.train_and_evaluate(EMERGENT.config("", **override), str(tmp_path))
+
+
+def test_epoch_sampler_visits_every_walk_once_per_epoch():
+    import jax
+    from ttw_jax.core.train import data_parallel as dp
+    rows = {"target": np.arange(50, dtype=np.int32), "obs": np.arange(100).reshape(50, 2)}
+    sample, per_epoch = EMERGENT.train.epoch_sampler(rows, 16, jax.random.key(0), dp.make_mesh())
+    assert per_epoch == 4   # ceil(50 / 16): the last batch wraps around
+    epochs = [np.concatenate([np.asarray(sample(e * 4 + j)["target"]) for j in range(4)])
+              for e in range(3)]
+    for seen in epochs:
+        assert set(seen.tolist()) == set(range(50)) and len(seen) == 64
+        np.testing.assert_array_equal(seen[50:], seen[:14])   # wrapped: the epoch's first rows
+    assert not np.array_equal(epochs[0], epochs[1])            # a fresh order every epoch
+    np.testing.assert_array_equal(np.asarray(sample(5)["target"]), epochs[1][16:32])
+    b = sample(2)
+    np.testing.assert_array_equal(np.asarray(b["obs"])[:, 0], 2 * np.asarray(b["target"]))
+
+
+@pytest.mark.slow
+def test_released_procedure_start_label_orientation_aware(tmp_path):
+    from ttw_jax.talk_the_walk import maps
+    from ttw_jax.talk_the_walk.upper_bound import bayes_rate
+    c = EMERGENT.config("", data__label="start", data__orientation_aware=True,
+                        data__train_walks="enumerated", num_epochs=2, eval_every_epochs=1,
+                        model__init="released", model__kernel_init="uniform",
+                        loss_reduction="sum", optim__clip_scope="per_agent",
+                        optim__grad_clip=5.0, optim__schedule="constant")
+    with xla_optimizations(False):
+        res = EMERGENT.train.train_and_evaluate(c, str(tmp_path))
+    test = maps.windows(maps.synthetic_maps(0), "test").landmarks
+    assert res["test"]["examples"] == len(test) * 16 * 4 * 3   # T=1: 64 starts x 3 actions
+    assert res["steps_per_epoch"] == -(-len(maps.windows(maps.synthetic_maps(0), "train").landmarks)
+                                       * 16 * 4 * 3 // 16)
+    assert res["last_step"] == 2 * res["steps_per_epoch"]
+    assert res["test"]["upper_bound"] == pytest.approx(
+        np.divide(*bayes_rate(test, 1, label="start", orientation_aware=True)))
+    for split in ("train", "valid", "test"):
+        assert 1 / 16 < res[split]["accuracy"] <= res[split]["upper_bound"] + 1e-9
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["paper", "paper_discrete"])
+def test_paper_procedure_configs_run(name, tmp_path):
+    import importlib
+    from tests.helpers import override
+    c = importlib.import_module(f"experiments.ttw_emergent.configs.{name}").get_config()
+    # The paper's sizes and procedure; one epoch of T=1 walks on one synthetic neighbourhood.
+    c = override(c, T=1, num_epochs=1, eval_every_epochs=1, data__maps_dir="",
+                 data__neighborhoods="fidi", full_task__splits="", write_plots=False)
+    with xla_optimizations(False):
+        res = EMERGENT.train.train_and_evaluate(c, str(tmp_path))
+    assert res["config"]["model"]["features"] == 500 and res["config"]["batch_size"] == 128
+    assert res["last_step"] == res["steps_per_epoch"] == -(-res["train"]["examples"] // 128)
+    assert res["best_step"] == res["last_step"]          # validated once, after the epoch
+    assert 0 <= res["test"]["accuracy"] <= res["test"]["upper_bound"] + 1e-9

@@ -48,3 +48,44 @@ def test_guide_that_never_names_the_target_never_ends():
     res = run_full_task(jax.random.key(2), never, lm, target, T=0, max_steps=20, greedy=True)
     assert not bool(jnp.any(res.ended)) and bool(jnp.all(res.steps == 20))
     assert res.summary()["success_rate"] == 0.0
+
+
+def start_oracle(obs, actions, landmarks):
+    """Names the corner whose id is the FIRST of the T+1 observations (where the walk began)."""
+    return jnp.where(jnp.arange(16)[None] == obs[:, 0, 0:1] - 1, 0.0, -1e9)
+
+
+def test_start_label_checks_the_first_corner_of_the_message():
+    lm, target = episodes(256, 5)
+    run = lambda predict, label: jax.jit(lambda k: run_full_task(
+        k, predict, lm, target, T=2, max_steps=400, label=label))(jax.random.key(3))
+    # A guide naming where the walk began succeeds at once under the released code's check ...
+    res = run(start_oracle, "start")
+    assert bool(jnp.all(res.success)) and bool(jnp.all(res.evaluations == 1))
+    # ... and fails whenever the tourist has since moved away under the final-corner check.
+    res_final = run(start_oracle, "final")
+    assert float(jnp.mean(res_final.evaluations > 1)) > 0.3
+    # The final-corner oracle is right only under its own label.
+    assert bool(jnp.all(run(oracle, "final").success))
+    assert float(jnp.mean(run(oracle, "start").evaluations > 1)) > 0.3
+
+
+def test_orientation_aware_tourist_walks_with_turns_and_forward():
+    lm, target = episodes(128, 0)   # (Empty is id 10: the oracle then names corner 9, not 0)
+    aware = jax.jit(lambda k, p: run_full_task(k, p, lm, target, T=3, max_steps=200,
+                                               orientation_aware=True), static_argnums=1)
+    # The oracle reads the last observation, which is Empty unless the tourist faces away from
+    # the intersection: every evaluation it asks for succeeds, but it needs more steps than with
+    # an agnostic tourist (and some episodes run out of steps).
+    res = aware(jax.random.key(4), oracle)
+    assert bool(jnp.all(res.success == (res.evaluations == 1)))
+    assert float(jnp.mean(res.success)) > 0.6
+    agnostic = run_full_task(jax.random.key(4), oracle, lm, target, T=3, max_steps=200)
+    assert res.summary()["mean_steps_success"] > agnostic.summary()["mean_steps_success"] + 5
+    # Only TURNLEFT / TURNRIGHT / FORWARD (ids 4-6) are taken: a guide that names the target only
+    # after an agnostic move never asks.
+    on_agnostic = lambda obs, actions, landmarks: jnp.where(
+        (jnp.arange(16)[None] == 0) == jnp.any(actions < 4, axis=1, keepdims=True), 0.0, -1e9)
+    assert int(aware(jax.random.key(5), on_agnostic).evaluations.max()) == 0
+    assert int(run_full_task(jax.random.key(5), on_agnostic, lm, target, T=3,
+                             max_steps=20).evaluations.max()) > 0

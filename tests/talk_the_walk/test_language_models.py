@@ -279,7 +279,9 @@ def test_guide_masc_and_no_masc_shapes(guide, guide_apply):
     args = (batch["message"], batch["message_len"], batch["landmarks"])
     no_masc = model.clone(masc=False)
     out_nm, p_nm = jax.eval_shape(no_masc.init_with_output, jax.random.key(0), *args, T=batch["T"])
-    assert "mask_0" in params and "mask_0" not in p_nm["params"] and "conv" in p_nm["params"]
+    assert "mask_linear" in params and "mask_linear" not in p_nm["params"]
+    assert "act_control0" in params and "act_control0" not in p_nm["params"]
+    assert "conv" in p_nm["params"]
     for out in (guide_apply(params, *args, batch["T"]), out_nm):
         assert out["logits"].shape == (B, 16) and out["T_logits"].shape == (B, T_MAX + 1)
         assert out["logits_all"].shape == (B, T_MAX + 1, 16)
@@ -298,8 +300,9 @@ def test_guide_message_and_T_masking(guide, guide_apply):
         np.testing.assert_allclose(noisy_out[key], out[key], atol=1e-5)
     # Rows with T=0 ignore the action extractions, the MASC steps and the later gates.
     changed = dict(params)
-    for name in ("mask_0", "mask_1", "mask_2"):
+    for name in ("mask_linear", "act_control_next"):
         changed[name] = jax.tree_util.tree_map(lambda x: x + 1.0, params[name])
+    changed["act_control0"] = params["act_control0"] + 1.0
     changed["conv"] = {"kernel": params["conv"]["kernel"] * 2.0}
     changed["map_gates"] = params["map_gates"].at[1:].add(1.0)
     changed["obs_gates"] = params["obs_gates"].at[1:].add(1.0)

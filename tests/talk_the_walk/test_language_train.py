@@ -1,5 +1,7 @@
 """Talk The Walk with natural language: generated messages, the NL full task, and what the staged
 trainer's results hold (its run, crash and resume: the shared contract in `tests/experiments`)."""
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -54,6 +56,27 @@ def test_generated_message_is_tourist_token_then_the_greedy_words(agents):
         assert not batch["message"][i, n:].any()
 
 
+def test_generated_batch_of_human_trajectories_reads_their_own_moves_and_T(agents):
+    """Padded trajectories with per-row num_moves (as `encode_examples` gives them): the tourist
+    reads each row's own moves, the guide's T is the batch's T."""
+    tourist, tp, _, _ = agents
+    r = np.random.default_rng(4)
+    obs = jnp.asarray(r.integers(1, 11, (3, 4, 2)), jnp.int32)
+    actions = jnp.asarray([[0, 4, 1], [2, 0, 0], [0, 0, 0]], jnp.int32)
+    num_moves = jnp.array([3, 1, 0], jnp.int32)
+    walks = {"obs": obs, "actions": actions, "num_moves": num_moves, "T": jnp.array([2, 1, 0]),
+             "landmarks": jnp.ones((3, 4, 4, 2), jnp.int32), "target": jnp.zeros(3, jnp.int32)}
+    batch = language.generated_batch(tourist, tp, walks, jax.random.key(0), "greedy", 6)
+    assert batch["T"].tolist() == [2, 1, 0]
+    tokens, lengths = greedy_decode(tourist, tp, obs, actions, num_moves, 6)
+    for i in range(3):
+        words = [t for t in tokens[i, :int(lengths[i])].tolist() if t != td.EOS]
+        assert batch["message"][i, :int(batch["message_len"][i])].tolist() == [td.TOURIST] + words
+    del walks["T"]
+    assert language.generated_batch(tourist, tp, walks, jax.random.key(0), "greedy", 6)[
+        "T"].tolist() == [3, 1, 0]
+
+
 @pytest.mark.parametrize("T", [0, 2])
 def test_full_task_runs_with_natural_language_messages(agents, T):
     tourist, tp, guide, gp = agents
@@ -78,5 +101,29 @@ class TestTrainer(TrainerContract):
         human = res["human"]["c1_masc"]
         for v in [*(human[s] for s in ("train", "valid", "test")), *pg.values()]:
             assert 0.0 <= v <= 1.0
-        assert set(res["full_task"]) == {"T1", "T1_policy_gradient"}
-        assert 0.0 <= res["full_task"]["T1"]["test"]["success_rate"] <= 1.0
+        assert set(res["full_task"]) == {"T1", "T1_policy_gradient", "human_trajectories_T1"}
+        for name in res["full_task"]:
+            assert 0.0 <= res["full_task"][name]["test"]["success_rate"] <= 1.0
+        # Table 9: E[T] of the T head beside the accuracy, within [0, T_max]
+        assert set(human["expected_T"]) == {"train", "valid", "test"}
+        assert all(0.0 <= v <= res["config"]["guide"]["T_max"] for v in human["expected_T"].values())
+        # Table 12: every beam size of eval.beam_sizes on every split, for each generated guide
+        for r in (res["generated"]["T1"], res["human_trajectories"]):
+            assert set(r["beam_sizes"]) == {"train", "valid", "test"}
+            for s in r["beam_sizes"]:
+                assert set(r["beam_sizes"][s]) == {"1", "2", "4", "8"}
+                assert all(0.0 <= v <= 1.0 for v in r["beam_sizes"][s].values())
+        # Table 15: the human-trajectory guide, evaluated like the random-walk ones
+        assert set(res["human_trajectories"]["test"]) == set(language.DECODES)
+
+    def test_samples_file_lists_observations_and_each_tourists_utterances(self, trained):
+        workdir, res = trained(self.name)
+        with open(os.path.join(workdir, "samples.md"), encoding="utf-8") as f:
+            text = f.read()
+        assert "## T = 1" in text
+        rows = [line for line in text.splitlines() if line.startswith("| ")]
+        for name in ("observations", "moves", "human", "supervised greedy", "supervised sample",
+                     "supervised beam", "policy gradient greedy", "policy gradient sample"):
+            assert any(r.startswith(f"| {name} |") for r in rows), name
+        obs = [r for r in rows if r.startswith("| observations |")]
+        assert obs and all("(" in r for r in obs)

@@ -4,25 +4,27 @@ import itertools
 import numpy as np
 import pytest
 
-from tests.talk_the_walk.test_env import reference_step
+from tests.talk_the_walk.test_env import reference_observe, reference_step
 from ttw_jax.talk_the_walk import maps
 from ttw_jax.talk_the_walk.upper_bound import bayes_rate
 
 
-def reference_bayes_rate(table, T, condition_on_actions):
+def reference_bayes_rate(table, T, condition_on_actions, label="final", aware=False):
     """Dictionary counting over every (window, start, action sequence)."""
     classes = collections.defaultdict(collections.Counter)
     total = 0
+    see = (lambda w, x, y, o: tuple(sorted(reference_observe(table[w, x, y], x, y, o)))) if aware \
+        else (lambda w, x, y, o: tuple(sorted(table[w, x, y])))
     for w in range(table.shape[0]):
-        for sx, sy in itertools.product(range(4), range(4)):
-            for seq in itertools.product(range(4), repeat=T):
-                x, y, o = sx, sy, 0
-                obs = [tuple(sorted(table[w, x, y]))]
+        for sx, sy, so in itertools.product(range(4), range(4), range(4) if aware else [0]):
+            for seq in itertools.product((4, 5, 6) if aware else range(4), repeat=T):
+                x, y, o = sx, sy, so
+                obs = [see(w, x, y, o)]
                 for a in seq:
                     x, y, o = reference_step(x, y, o, a, 4, 4)
-                    obs.append(tuple(sorted(table[w, x, y])))
+                    obs.append(see(w, x, y, o))
                 key = (w, tuple(obs), seq if condition_on_actions else None)
-                classes[key][(x, y)] += 1
+                classes[key][(x, y) if label == "final" else (sx, sy)] += 1
                 total += 1
     return sum(max(c.values()) for c in classes.values()), total
 
@@ -42,11 +44,58 @@ def test_hand_computed_example():
     assert bayes_rate(table, 1, condition_on_actions=False) == (9, 64)
 
 
+def test_hand_computed_example_start_label():
+    # The same window, now predicting where the walk started.
+    table = np.full((1, 4, 4, 1), maps.EMPTY_ID, np.int32)
+    table[0, 0, 0, 0] = maps.LANDMARK_TYPES.index("Bank")
+    # T=0 the start is the end: unchanged.
+    assert bayes_rate(table, 0, label="start") == (2, 16)
+    # T=1 with actions. UP: (B,E) pins start (0,0); the 15 (E,E) walks start on 15 different
+    # corners -> 1 + 1. RIGHT likewise 2. DOWN: (B,B) pins (0,0), (E,B) pins (0,1), the 14 (E,E)
+    # starts are distinct -> 3. LEFT: (B,B) (0,0), (E,B) (1,0), 14 distinct -> 3. Total 10 (the
+    # final corner gave 14: clamped walks merge at the end, never at the start).
+    assert bayes_rate(table, 1, condition_on_actions=True, label="start") == (10, 64)
+    # T=1 without actions: (B,E) = (0,0) UP or RIGHT -> 2; (B,B) = (0,0) DOWN or LEFT -> 2;
+    # (E,B) = (0,1) DOWN or (1,0) LEFT -> 1; (E,E): a start other than (0,0), (0,1), (1,0) has
+    # all 4 moves in it -> 4. Total 9.
+    assert bayes_rate(table, 1, condition_on_actions=False, label="start") == (9, 64)
+
+
+def test_hand_computed_example_orientation_aware():
+    # The Bank sits on a SW corner: only a tourist at (0,0) facing S or W sees it.
+    table = np.full((1, 4, 4, 1), maps.EMPTY_ID, np.int32)
+    table[0, 0, 0, 0] = maps.LANDMARK_TYPES.index("Bank")
+    # T=0, 64 starts (16 corners x 4 orientations): 'Bank' pins (0,0) twice -> 2; 'Empty' holds
+    # (0,0) twice (facing N, E) and every other corner 4 times -> 4. Total 6.
+    for label in ("final", "start"):
+        assert bayes_rate(table, 0, label=label, orientation_aware=True) == (6, 64)
+    # T=1 with actions, 192 examples (64 starts x 3 actions). The turns stay put, so both labels
+    # agree: TURNLEFT at (0,0) facing N / E / S / W sees (E,B) / (E,E) / (B,E) / (B,B); the three
+    # with a Bank pin (0,0) -> 3; (E,E) holds (0,0) once and every other corner 4 times -> 4.
+    # 7 for TURNLEFT, 7 for TURNRIGHT alike. FORWARD: at (0,0) facing S or W it is blocked and
+    # sees (B,B) twice -> 2; arriving at (0,0) facing S from (0,1) or facing W from (1,0) gives
+    # (E,B) twice, both ending at (0,0) -> 2 for "final", from two starts -> 1 for "start"; the
+    # other 60 walks are (E,E), and every corner but (0,0) ends (starts) 4 of them -> 4.
+    assert bayes_rate(table, 1, label="final", orientation_aware=True) == (7 + 7 + 8, 192)
+    assert bayes_rate(table, 1, label="start", orientation_aware=True) == (7 + 7 + 7, 192)
+
+
 @pytest.mark.parametrize("T", [1, 2])
 @pytest.mark.parametrize("condition", [True, False])
-def test_matches_dictionary_reference(T, condition):
+@pytest.mark.parametrize("label", ["final", "start"])
+def test_matches_dictionary_reference(T, condition, label):
     table = maps.windows(maps.synthetic_maps(seed=5, names=["fidi"]), "train").landmarks
-    assert bayes_rate(table, T, condition) == reference_bayes_rate(table, T, condition)
+    assert bayes_rate(table, T, condition, label=label) == \
+        reference_bayes_rate(table, T, condition, label)
+
+
+@pytest.mark.parametrize("T", [1, 2])
+@pytest.mark.parametrize("condition", [True, False])
+@pytest.mark.parametrize("label", ["final", "start"])
+def test_orientation_aware_matches_dictionary_reference(T, condition, label):
+    table = maps.windows(maps.synthetic_maps(seed=5, names=["fidi"]), "test").landmarks
+    assert bayes_rate(table, T, condition, label=label, orientation_aware=True) == \
+        reference_bayes_rate(table, T, condition, label, aware=True)
 
 
 @pytest.mark.slow
@@ -56,3 +105,14 @@ def test_real_maps_T0_bags_of_landmarks(real_maps_dir):
     assert got == {"train": (250, 816), "valid": (85, 256), "test": (47, 128)}
     # Comparing landmark lists in file order treats two bags as different and overstates the bound.
     assert bayes_rate(maps.windows(loaded, "valid").landmarks, 0, order_sensitive=True) == (86, 256)
+
+
+@pytest.mark.parametrize("T", [1, 2, 3])
+def test_labels_agree_without_actions_by_time_reversal(T):
+    # A clamped agnostic walk read backwards is a walk (a stay is as often possible at the same
+    # corner, a move has exactly one reverse move), so without the actions the evidence classes of
+    # the start label are the final label's reversed: the two bounds are equal ...
+    table = maps.windows(maps.synthetic_maps(seed=3, names=["eastvillage"]), "train").landmarks
+    assert bayes_rate(table, T, False, label="start") == bayes_rate(table, T, False, label="final")
+    # ... while the actions break the symmetry: clamped walks merge at their end, never at the start.
+    assert bayes_rate(table, T, True, label="start")[0] < bayes_rate(table, T, True, label="final")[0]

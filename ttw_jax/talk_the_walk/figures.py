@@ -13,7 +13,7 @@ def plot_masks(masks: np.ndarray, labels: list[str], path: str) -> None:
     Drawn with north up: cell (row, col) shows the weight on the neighbour at (dx=col-1, dy=1-row).
     """
     s, t = masks.shape[:2]
-    fig, axes = viz.subplots(s, t, figsize=(1.8 * t + 1.5, 1.8 * s), squeeze=False)
+    fig, axes = viz.subplots(s, t, figsize=(1.8 * t + 2.2, 1.8 * s), squeeze=False)
     for i in range(s):
         for j in range(t):
             ax = axes[i, j]
@@ -24,8 +24,9 @@ def plot_masks(masks: np.ndarray, labels: list[str], path: str) -> None:
             ax.set_yticks([])
             if i == 0:
                 ax.set_title(f"step {j + 1}", fontsize=9)
-            if j == 0:
-                ax.set_ylabel(labels[i], fontsize=8)
+            if j == 0:   # the sequence's actions one per line, left of the row
+                ax.set_ylabel(labels[i].replace("-", "\n"), fontsize=7, rotation=0,
+                              ha="right", va="center", labelpad=6)
     fig.suptitle("MASC masks: each 3 x 3 grid is the step's kernel over the guide's map, the "
                  "weight on the neighbouring corner\nat that offset (north up, centre = the same "
                  "corner, darker = more; a step north reads from the corner south of it);\n"

@@ -44,7 +44,14 @@ def identity_kernel_init(key, shape, dtype=jnp.float32, noise: float = 0.01):
     return eye[None] + noise * jax.random.normal(key, shape, dtype)
 
 
-KERNEL_INITS = {"normal": normal_kernel_init, "identity": identity_kernel_init}
+def uniform_kernel_init(key, shape, dtype=jnp.float32):
+    """W ~ U(-1/(9N), 1/(9N)): the released code's MASC initialisation (N input features)."""
+    bound = 1.0 / (9 * shape[1])
+    return jax.random.uniform(key, shape, dtype, -bound, bound)
+
+
+KERNEL_INITS = {"normal": normal_kernel_init, "identity": identity_kernel_init,
+                "uniform": uniform_kernel_init}
 
 
 class MASC(nn.Module):

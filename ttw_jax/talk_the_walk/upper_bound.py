@@ -1,10 +1,13 @@
 """Exact Bayes-rate upper bound on localization accuracy (Talk The Walk, section 5.1).
 
-Examples are uniform over (window, start corner, action sequence), as in `enumerate_walks`. A guide
+Examples are uniform over (window, start, action sequence), as in `enumerate_walks`. A guide
 that sees the observation sequence (and, if conditioned, the action sequence) can do no better than
-predicting, for each such evidence class, the final corner that occurs most often in it; the bound
-is sum over classes of that count, divided by the number of examples. Observations are compared as
-bags (multisets) of landmark ids unless `order_sensitive` (which reproduces a known mistake).
+predicting, for each such evidence class, the labelled corner (`label`: where the walk ends or
+where it starts, see `walks`) that occurs most often in it; the bound is sum over classes of that
+count, divided by the number of examples. Observations are compared as bags (multisets) of
+landmark ids unless `order_sensitive` (which reproduces a known mistake). `orientation_aware`
+walks start on every corner in each of the 4 orientations and take TURNLEFT/TURNRIGHT/FORWARD,
+seeing landmarks only when facing away from the intersection (`env.VISIBLE`).
 """
 from __future__ import annotations
 
@@ -14,23 +17,28 @@ from ttw_jax.talk_the_walk.walks import enumerate_walks
 
 
 def bayes_rate(table: np.ndarray, T: int, condition_on_actions: bool = True,
-               order_sensitive: bool = False) -> tuple[int, int]:
-    """Returns (correct, total) of the Bayes-optimal guide on windows `table` (W, 4, 4, K)."""
-    ex = enumerate_walks(np.asarray(table), T)
+               order_sensitive: bool = False, label: str = "final",
+               orientation_aware: bool = False, examples: dict | None = None) -> tuple[int, int]:
+    """Returns (correct, total) of the Bayes-optimal guide on windows `table` (W, 4, 4, K).
+
+    `examples`: `enumerate_walks(table, T, label, orientation_aware)` when already computed.
+    """
+    table = np.asarray(table)
+    ex = examples if examples is not None else enumerate_walks(table, T, label, orientation_aware)
     obs = ex["obs"]  # (E, T+1, K)
     if not order_sensitive:
         obs = np.sort(obs, axis=-1)
     _, obs_id = np.unique(obs.reshape(-1, obs.shape[-1]), axis=0, return_inverse=True)
     obs_id = obs_id.reshape(obs.shape[:2])
     n = len(obs_id)
-    num_seqs = 4 ** T
-    window = np.arange(n) // (table.shape[1] * table.shape[2] * num_seqs)
+    window = np.arange(n) // (n // table.shape[0])   # rows are window-major
     cols = [window[:, None], obs_id]
     if condition_on_actions:
         cols.append(ex["actions"])
     _, group = np.unique(np.concatenate(cols, axis=1), axis=0, return_inverse=True)
+    group = group.ravel()
     cells = table.shape[1] * table.shape[2]
-    pairs, counts = np.unique(group.ravel() * cells + ex["target"], return_counts=True)
+    pairs, counts = np.unique(group * cells + ex["target"], return_counts=True)
     best = np.zeros(group.max() + 1, np.int64)
     np.maximum.at(best, pairs // cells, counts)
     return int(best.sum()), n

@@ -26,11 +26,16 @@ def get_config():
     c.model.tourist_init_std = 0.1     # std of the tourist's embeddings at initialisation
     c.model.tourist_gate_init = "normal"  # normal | partition (each message dim starts on one step)
     c.model.features = 128       # message / embedding size L (the paper uses 500)
+    c.model.init = "ours"        # ours | released (the released code's initialisation, configs/paper.py)
     c.batch_size = 64
     # Adam at a peak of 3e-3: constant, or cosine (linear warm-up, cosine decay to 1%)
     c.optim = optim_config(learning_rate=3e-3, schedule="cosine", warmup_steps=200,
                            end_fraction=0.01)
+    c.optim.clip_scope = "global"  # global | per_agent (tourist and guide clipped apart, released)
+    c.loss_reduction = "mean"    # mean | sum (over the batch, as the released code)
     c.num_steps = 8000
+    c.num_epochs = 0             # data.train_walks=enumerated: epochs (num_steps then follows)
+    c.eval_every_epochs = 1      # data.train_walks=enumerated: evaluate every this many epochs
     c.eval_every = 1000          # validation accuracy, checkpoint, early-stopping check
     c.patience = 6               # evaluations without improvement before stopping
     c.log_every = 10             # also the host-sync period of the training loop
@@ -40,6 +45,11 @@ def get_config():
     c.data.maps_dir = ""         # empty: synthetic neighbourhoods with the real statistics
     c.data.neighborhoods = ""    # comma-separated; empty: every map found in maps_dir
     c.data.synthetic_seed = 0
+    c.data.label = "final"       # final: where the walk ends (the paper's text) | start: where it
+                                 # begins (the released training code and its full-task check)
+    c.data.orientation_aware = False  # True: N/E/S/W tourist, TURNLEFT/TURNRIGHT/FORWARD (section 2)
+    c.data.train_walks = "sampled"    # sampled: fresh random walks every step (ours) | enumerated:
+                                      # every (window, start, actions) once per epoch (released)
 
     c.eval = ml_collections.ConfigDict()
     c.eval.metric = "accuracy"   # validation accuracy: early stopping and best parameters

@@ -9,9 +9,13 @@ steps against 0.66 after 1,000 with this init.
 from experiments.ttw_emergent.configs import default
 
 
-def get_config():
-    c = default.get_config()
+def make_discrete(c):
+    """Turns a continuous config into this file's discrete one (also used by `sweep.py`)."""
     c.model.comm = "discrete"
     c.model.tourist_init_std = 1.0
     c.model.tourist_gate_init = "partition"
     return c
+
+
+def get_config():
+    return make_discrete(default.get_config())

@@ -31,6 +31,13 @@ def get_config():
     c.data.utterance_len = 24          # tourist utterance tokens (incl. EOS)
     c.data.message_len = 64            # guide message tokens (speaker tokens incl.)
     c.data.generated_len = 20          # tokens the tourist may generate (incl. EOS)
+    # Example extraction as in the released code (ttw/data_loader.py TalkTheWalkLanguage):
+    # tourist utterances too short to be examples (< 3 tokens) are left out of the dialogue
+    # context (guide utterances all stay); False keeps them in the context (earlier behaviour).
+    c.data.drop_short_context = True
+    # A FORWARD blocked by the window edge: "stay" = the STAY move (id 4; the corner is observed
+    # again), as the released encode_from_location; "move" = its facing direction (earlier).
+    c.data.blocked_forward = "stay"
 
     # Sizes for 2 CPU cores; configs/paper.py has the paper's (word embeddings 128, BiLSTM 256).
     c.tourist = _stage(2000, 250, 1e-3, 64)
@@ -42,10 +49,20 @@ def get_config():
     c.guide.hidden = 64                # BiLSTM units per direction
     c.guide.features = 64              # map embedding / MASC channels
     c.guide.T_max = 3
+    # The guide as section 4.2 (eq. 3) and the released GuideLanguage define it; each option
+    # below restores this project's earlier guide:
+    c.guide.key_projection = False     # True: scores c . W h with a learned key map (earlier)
+    c.guide.action_chain = "separate"  # separate: actions by their own control chain | shared:
+                                       # one chain of 2*T_max+1 hops for both (earlier)
+    c.guide.mask_head = "shared"       # shared: one linear map to the 9 mask logits | per_step:
+                                       # one per MASC step (earlier)
 
     c.generated = _stage(4000, 500, 1e-3, 64)  # fresh random walks every step: more steps help
     c.generated.Ts = "0,1,2,3"         # random-walk lengths of the generated-utterance guides
     c.generated.decode = "greedy"      # utterances the generated guides are trained on
+    # Table 15: also train a guide (same stage settings) on the tourist's utterances for the
+    # dialogues' own (human) trajectories, and play the full task with it for every T of Ts.
+    c.generated.human_trajectories = True
 
     c.pg = _stage(2000, 250, 1e-4, 64)
     c.pg.T = 2                         # the guide the tourist is fine-tuned against
@@ -54,7 +71,9 @@ def get_config():
     c.eval = ml_collections.ConfigDict()
     c.eval.batch_size = 512
     c.eval.num_walks = 2048            # random walks per split for generated-utterance accuracy
-    c.eval.beam_size = 4
+    c.eval.beam_size = 4               # the "beam" decoding of every table
+    c.eval.beam_sizes = "1,2,4,8"      # Table 12: each generated guide read with these beams
+    c.eval.num_samples = 3             # Table 16: samples.md, test examples per T
 
     c.full_task = ml_collections.ConfigDict()
     c.full_task.repeats = 8            # episodes per (window, target corner)

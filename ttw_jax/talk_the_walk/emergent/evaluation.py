@@ -13,15 +13,18 @@ from ttw_jax.talk_the_walk.emergent.model import Localizer
 from ttw_jax.talk_the_walk.full_task import full_task_episodes, run_full_task
 
 
-def make_evaluator(model: Localizer, mesh, chunk_size: int, greedy: bool):
+def make_evaluator(model: Localizer, mesh, chunk_size: int, greedy: bool, seed: int = 0):
     """Returns evaluate(params, examples) -> accuracy over all examples (numpy dict from
-    `walks.enumerate_walks`), computed in padded chunks sharded over the mesh."""
+    `walks.enumerate_walks`), computed in padded chunks sharded over the mesh. Sampled discrete
+    messages (`greedy=False`) draw their bits from `fold_in(key(seed), first row of the chunk)`:
+    the same examples get the same bits in every evaluation."""
+    key = jax.random.key(seed)
     chunk = max(mesh.size, chunk_size // mesh.size * mesh.size)
 
     @jax.jit
-    def correct(params, batch, weight):
+    def correct(params, batch, weight, key):
         out = model.apply({"params": params}, batch["obs"], batch["actions"], batch["landmarks"],
-                          greedy=greedy, rngs={"comm": jax.random.key(0)})
+                          greedy=greedy, rngs={"comm": key})
         return jnp.sum((jnp.argmax(out["logits"], -1) == batch["target"]) * weight)
 
     def evaluate(params, examples: dict) -> float:
@@ -33,7 +36,7 @@ def make_evaluator(model: Localizer, mesh, chunk_size: int, greedy: bool):
             pad = lambda x: np.pad(x, [(0, chunk - m)] + [(0, 0)] * (x.ndim - 1))
             batch = dp.shard_global({k: pad(v) for k, v in part.items()}, dp.batch_sharded(mesh))
             weight = dp.shard_global(pad(np.ones(m, np.float32)), dp.batch_sharded(mesh))
-            total += float(correct(params, batch, weight))
+            total += float(correct(params, batch, weight, jax.random.fold_in(key, start)))
         return total / n
 
     return evaluate
@@ -49,11 +52,12 @@ def make_predict_fn(model: Localizer, params, greedy_messages: bool) -> Callable
 
 def evaluate_full_task(model: Localizer, params, table: np.ndarray, key: jax.Array, *, T: int,
                        repeats: int, max_steps: int, max_evals: int, greedy: bool,
-                       greedy_messages: bool) -> dict:
+                       greedy_messages: bool, label: str = "final",
+                       orientation_aware: bool = False) -> dict:
     """Algorithm 1 over `repeats` episodes per (window, target) of `table` (W, X, Y, K): the
     `FullTaskResult.summary()` dict (success rate, mean steps, mean evaluations)."""
     landmarks, target = full_task_episodes(table, repeats)
     predict = make_predict_fn(model, params, greedy_messages)
     run = jax.jit(lambda k, lm, tg: run_full_task(k, predict, lm, tg, T, max_steps, max_evals,
-                                                  greedy))
+                                                  greedy, label, orientation_aware))
     return run(key, jnp.asarray(landmarks), jnp.asarray(target)).summary()

@@ -28,6 +28,21 @@ def partition_gate_init(key, shape, dtype=jnp.float32, scale: float = 4.0):
 
 
 GATE_INITS = {"normal": _gate_init, "partition": partition_gate_init}
+INITS = ("ours", "released")
+
+
+def fan_in_uniform(key, shape, dtype=jnp.float32, fan_in: int | None = None):
+    """U(-1/sqrt(fan_in), 1/sqrt(fan_in)), PyTorch's `nn.Linear` default (weights and biases)."""
+    bound = 1.0 / jnp.sqrt(fan_in or shape[0]).astype(dtype)
+    return jax.random.uniform(key, shape, dtype, -bound, bound)
+
+
+def dense(features: int, init: str, fan_in: int, **kw) -> nn.Dense:
+    """nn.Dense with flax's default initialisation ("ours") or PyTorch's ("released")."""
+    if init == "released":
+        kw.update(kernel_init=fan_in_uniform,
+                  bias_init=lambda k, s, d=jnp.float32: fan_in_uniform(k, s, d, fan_in=fan_in))
+    return nn.Dense(features, **kw)
 
 
 class BagOfLandmarks(nn.Module):
@@ -54,7 +69,8 @@ class EmergentTourist(nn.Module):
 
     For discrete communication these are the logits of the Bernoulli bits. `init_std` is the
     embeddings' initial scale, `gate_init` the positional gates' ('normal' or 'partition'),
-    `use_bias` adds a learned offset per message dimension.
+    `use_bias` adds a learned offset per message dimension; `act_init_std` the action
+    embeddings' initial scale (default `init_std`; the released code's is 1).
     """
     T: int
     features: int
@@ -64,6 +80,7 @@ class EmergentTourist(nn.Module):
     init_std: float = 0.1
     use_bias: bool = False
     gate_init: str = "normal"
+    act_init_std: float | None = None
 
     @nn.compact
     def __call__(self, obs: jax.Array, actions: jax.Array) -> Message:
@@ -73,8 +90,9 @@ class EmergentTourist(nn.Module):
         msg_obs = jnp.sum(emb * jax.nn.sigmoid(gates), axis=1)
         msg_act = None
         if self.use_actions and self.T > 0:
+            std = self.init_std if self.act_init_std is None else self.act_init_std
             act = nn.Embed(self.num_actions, self.features, name="act_emb",
-                           embedding_init=nn.initializers.normal(self.init_std))(actions)
+                           embedding_init=nn.initializers.normal(std))(actions)
             act_gates = self.param("act_gates", GATE_INITS[self.gate_init], (self.T, self.features))
             msg_act = jnp.sum(act * jax.nn.sigmoid(act_gates), axis=1)
         if self.use_bias:  # lets a bit be confidently off when its landmarks are absent
@@ -97,16 +115,19 @@ class EmergentGuide(nn.Module):
     masc: bool = True
     read_obs: bool = False
     kernel_init: str = "normal"
+    map_init_std: float = 0.1
+    dense_init: str = "ours"   # ours (flax defaults) | released (PyTorch's nn.Linear defaults)
 
     def setup(self):
-        self.map_emb = BagOfLandmarks(self.num_landmark_ids, self.features, init_std=0.1)
+        self.map_emb = BagOfLandmarks(self.num_landmark_ids, self.features, init_std=self.map_init_std)
         self.gates = self.param("map_gates", _gate_init, (self.T + 1, self.features))
         conv = MASC if self.masc else NoMASC
         self.conv = conv(self.features, kernel_init=self.kernel_init)
         if self.masc:
-            self.extract = [nn.Dense(9, name=f"extract_{t}") for t in range(self.T)]
+            self.extract = [dense(9, self.dense_init, self.features, name=f"extract_{t}")
+                            for t in range(self.T)]
         if self.read_obs:
-            self.obs_read = nn.Dense(self.features)
+            self.obs_read = dense(self.features, self.dense_init, self.features)
 
     def mask_logits(self, msg_act: jax.Array) -> jax.Array:
         """(B, T, 9) MASC mask logits; the softmax of row t is the 3x3 mask of step t."""
@@ -131,7 +152,12 @@ class EmergentGuide(nn.Module):
 class Localizer(nn.Module):
     """Tourist + guide. `discrete` samples Bernoulli messages with the 'comm' rng (or thresholds
     them when `greedy`). Returns a dict with guide `logits` (B, 16), the tourist's `message`
-    logits/values, the sent `bits` (discrete) and the linear `baseline` (B,) (discrete)."""
+    logits/values, the sent `bits` (discrete) and the linear `baseline` (B,) (discrete).
+
+    `init_scheme="released"` initialises as the released code: action embeddings N(0, 1), the guide's
+    landmark embeddings N(0, 0.01) (continuous) or N(0, 0.1) (discrete), PyTorch's Linear
+    defaults, no tourist bias; the MASC kernel is `kernel_init` ("uniform" is the released one).
+    """
     T: int
     features: int
     num_landmark_ids: int
@@ -140,15 +166,26 @@ class Localizer(nn.Module):
     kernel_init: str = "normal"
     tourist_init_std: float = 0.1
     tourist_gate_init: str = "normal"
+    num_actions: int = 4   # 7 for an orientation-aware tourist (env action ids 4-6)
+    init_scheme: str = "ours"     # ours | released
 
     def setup(self):
+        if self.init_scheme not in INITS:
+            raise ValueError(f"init_scheme must be one of {INITS}, got {self.init_scheme!r}")
+        released = self.init_scheme == "released"
         self.tourist = EmergentTourist(self.T, self.features, self.num_landmark_ids,
+                                       num_actions=self.num_actions,
                                        use_actions=self.masc, init_std=self.tourist_init_std,
-                                       use_bias=self.discrete, gate_init=self.tourist_gate_init)
+                                       use_bias=self.discrete and not released,
+                                       gate_init=self.tourist_gate_init,
+                                       act_init_std=1.0 if released else None)
+        map_std = (0.1 if self.discrete else 0.01) if released else 0.1
         self.guide = EmergentGuide(self.T, self.features, self.num_landmark_ids, masc=self.masc,
-                                   read_obs=self.discrete, kernel_init=self.kernel_init)
+                                   read_obs=self.discrete, kernel_init=self.kernel_init,
+                                   map_init_std=map_std, dense_init=self.init_scheme)
         if self.discrete:
-            self.baseline = nn.Dense(1)
+            fan_in = self.features * (2 if self.masc else 1)
+            self.baseline = dense(1, self.init_scheme, fan_in)
 
     def __call__(self, obs, actions, landmarks, greedy: bool = False):
         msg = self.tourist(obs, actions)

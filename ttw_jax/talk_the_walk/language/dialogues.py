@@ -11,8 +11,13 @@ Replay follows the official environment: turns rotate, FORWARD moves one corner 
 direction, clamped to the window. Every tourist utterance of at least `min_words` tokens (default
 3, i.e. more than 2) is one example: the corner the tourist stands on, the moves since the
 previous example utterance as absolute agnostic moves (a FORWARD facing N/E/S/W is UP/RIGHT/DOWN/
-LEFT = its orientation; turns give no move; a clamped FORWARD is still a move), the corners visited
-and the last `context` utterances (both speakers; ACTION and EVALUATE acts excluded).
+LEFT = its orientation; turns give no move), the corners visited and the last `context`
+utterances (ACTION and EVALUATE acts excluded). As in the released code (`TalkTheWalkLanguage`,
+`ActionAgnosticDictionary.encode_from_location`): a FORWARD blocked by the window edge is the move
+`STAY` (the tourist's corner is observed again), and a tourist utterance too short to be an
+example is left out of the dialogue context (guide utterances are all kept). The options
+`blocked_forward="move"` (the facing direction) and `drop_short_context=False` give this module's
+earlier behaviour.
 """
 from __future__ import annotations
 
@@ -34,6 +39,12 @@ SPEAKERS = ("Tourist", "Guide")
 SPECIAL_TOKENS = ("<pad>", "<unk>", "<bos>", "<eos>", "<tourist>", "<guide>")
 PAD, UNK, BOS, EOS, TOURIST, GUIDE = range(len(SPECIAL_TOKENS))
 SPEAKER_TOKEN = {"Tourist": TOURIST, "Guide": GUIDE}
+# Agnostic move ids of the examples: 0 UP, 1 RIGHT, 2 DOWN, 3 LEFT (= the orientation walked) and
+# STAY for a FORWARD blocked by the window edge (`blocked_forward="stay"`).
+MOVE_NAMES = ("UP", "RIGHT", "DOWN", "LEFT", "STAY")
+STAY = MOVE_NAMES.index("STAY")
+NUM_MOVE_IDS = len(MOVE_NAMES)
+BLOCKED_FORWARD = ("stay", "move")
 DIALOGUE_FILES = {s: f"talkthewalk.{s}.json" for s in maps.SPLITS}
 CONFIGURATION_FILES = {s: f"configurations.{s}.json" for s in maps.SPLITS}
 SOURCE_HINT = ("Talk The Walk dialogues come with the official release (github.com/"
@@ -223,8 +234,9 @@ def dialogue_texts(dialogues: Iterable[Mapping]) -> list[str]:
     return [act["text"] for ep in dialogues for act in ep["dialog"] if is_utterance(act)]
 
 
-def utterance_examples(dialogues: Sequence[Mapping], context: int = 1,
-                       min_words: int = 3) -> list[dict]:
+def utterance_examples(dialogues: Sequence[Mapping], context: int = 1, min_words: int = 3,
+                       drop_short_context: bool = True,
+                       blocked_forward: str = "stay") -> list[dict]:
     """One example per tourist utterance of >= `min_words` tokens (`tokenize`), in dialogue
     order. Each is a dict of plain Python values:
       episode, act: indices of the dialogue and of the utterance in its `dialog`;
@@ -232,14 +244,19 @@ def utterance_examples(dialogues: Sequence[Mapping], context: int = 1,
       utterance: the tourist's text;
       target: the tourist's corner (x - min_x) * 4 + (y - min_y);
       moves: absolute agnostic moves (0 UP, 1 RIGHT, 2 DOWN, 3 LEFT) of the FORWARD acts since
-        the previous example utterance (or the start); clamped moves included;
+        the previous example utterance (or the start); a FORWARD blocked by the window edge is
+        `STAY` (blocked_forward "stay", the released code) or its facing direction ("move");
       corners: len(moves) + 1 window-relative [x, y]: the corner before the first move, then
-        after each move;
+        after each move (a blocked FORWARD repeats the corner);
       message: the last `context` utterances as [speaker, text] ("Tourist" / "Guide"), ending
-        with this one.
+        with this one; with `drop_short_context` (the released code) tourist utterances of
+        fewer than `min_words` tokens are not part of the dialogue context.
     """
     if context < 1:
         raise ValueError(f"context must be >= 1, got {context}")
+    if blocked_forward not in BLOCKED_FORWARD:
+        raise ValueError(f"blocked_forward must be one of {BLOCKED_FORWARD}, "
+                         f"got {blocked_forward!r}")
     examples = []
     for ei, ep in enumerate(dialogues):
         bounds = ep["boundaries"]
@@ -252,15 +269,18 @@ def utterance_examples(dialogues: Sequence[Mapping], context: int = 1,
         for j, act in enumerate(ep["dialog"]):
             text = act["text"]
             if act["id"] == "Tourist" and text in ACTIONS:
-                loc = step(loc, text, bounds)
+                before, loc = loc, step(loc, text, bounds)
                 if text == FORWARD:
-                    moves.append(loc[2])
+                    blocked = loc[:2] == before[:2]
+                    moves.append(STAY if blocked and blocked_forward == "stay" else loc[2])
                     corners.append(rel(loc))
                 continue
             if text == EVALUATE:
                 continue
-            history.append([act["id"], text])
-            if act["id"] == "Tourist" and len(tokenize(text)) >= min_words:
+            is_example = act["id"] == "Tourist" and len(tokenize(text)) >= min_words
+            if is_example or act["id"] != "Tourist" or not drop_short_context:
+                history.append([act["id"], text])
+            if is_example:
                 x, y = rel(loc)
                 examples.append({
                     "episode": ei, "act": j, "neighborhood": ep["neighborhood"],
@@ -313,7 +333,7 @@ def encode_examples(examples: Sequence[Mapping], maps_by_name: Mapping[str, maps
     S moves are kept), K = the widest corner of `maps_by_name`:
       landmarks (N, 4, 4, K): the window's landmark ids; target (N,);
       obs (N, S+1, K): landmarks of the visited corners, obs[i, :num_moves[i]+1] valid, rest 0;
-      actions (N, S): agnostic moves 0..3, rest 0; num_moves (N,);
+      actions (N, S): agnostic moves 0..3 or STAY (4), rest 0; num_moves (N,);
       utterance (N, Lu): the tourist's word ids then EOS (at most Lu-1 words), 0-padded;
         utterance_len (N,) (EOS included);
       message (N, Lm): speaker token + word ids of each message utterance, concatenated, the

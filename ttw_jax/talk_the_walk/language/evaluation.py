@@ -44,24 +44,45 @@ def decode_utterances(tourist, params, obs, actions, num_moves, key, decode: str
 
 def generated_batch(tourist, tourist_params, walks: dict, key: jax.Array, decode: str,
                     max_len: int, beam_size: int = 4, temperature: float = 1.0) -> dict:
-    """Guide inputs for random walks (`ttw_jax.talk_the_walk.walks` batches: obs, actions,
-    landmarks, target): message (B, max_len+1), message_len, landmarks, target, T (B,)."""
-    obs, actions, num_moves = pad_walk(walks["obs"], walks["actions"])
+    """Guide inputs for walks: message (B, max_len+1), message_len, landmarks, target, T (B,).
+
+    `walks` is a random-walk batch (`ttw_jax.talk_the_walk.walks`: obs (B, T+1, K), actions
+    (B, T), landmarks, target), T = its number of moves; or a batch of human trajectories with
+    padded obs (B, S+1, K) / actions (B, S) and `num_moves` (B,) (the examples of
+    `dialogues.encode_examples`), T = walks['T'] when given, else num_moves."""
+    if "num_moves" in walks:
+        obs, actions = walks["obs"], walks["actions"]
+        num_moves = jnp.asarray(walks["num_moves"], jnp.int32)
+        T = jnp.asarray(walks["T"], jnp.int32) if "T" in walks else num_moves
+    else:
+        obs, actions, num_moves = pad_walk(walks["obs"], walks["actions"])
+        T = num_moves
     tokens, lengths = decode_utterances(tourist, tourist_params, obs, actions, num_moves, key,
                                         decode, max_len, beam_size, temperature)
     message, message_len = utterance_message(tokens, lengths)
     return {"message": message, "message_len": message_len, "landmarks": walks["landmarks"],
-            "target": walks["target"], "T": num_moves}
+            "target": walks["target"], "T": T}
 
 
-def guide_correct(guide, params, batch: dict, T: jax.Array | None) -> jax.Array:
-    """(B,) bool: the guide's most likely corner is the target, reading T (B,) steps (None: the
-    guide's own most likely T)."""
+def expected_T(T_logits: jax.Array) -> jax.Array:
+    """(B,) E[T] = sum_t t * softmax(T_logits)_t of a guide's T head (B, T_max+1)."""
+    return jnp.sum(jnp.arange(T_logits.shape[-1]) * jax.nn.softmax(T_logits, axis=-1), axis=-1)
+
+
+def guide_stats(guide, params, batch: dict, T: jax.Array | None) -> dict:
+    """correct (B,) bool: the guide's most likely corner is the target, reading T (B,) steps
+    (None: the guide's own most likely T); expected_T (B,): E[T] under its T head."""
     out = guide.apply({"params": params}, batch["message"], batch["message_len"],
                       batch["landmarks"], T=T)
     if T is None:
         T = choose_T(out, batch, "predict")   # no rng: the most likely T
-    return jnp.argmax(logits_at_T(out, T), -1) == batch["target"]
+    return {"correct": jnp.argmax(logits_at_T(out, T), -1) == batch["target"],
+            "expected_T": expected_T(out["T_logits"])}
+
+
+def guide_correct(guide, params, batch: dict, T: jax.Array | None) -> jax.Array:
+    """(B,) bool: `guide_stats`' correct."""
+    return guide_stats(guide, params, batch, T)["correct"]
 
 
 def nl_predict_fn(tourist, tourist_params, guide, guide_params, decode: str, max_len: int,

@@ -1,13 +1,20 @@
 """Natural-language guide for Talk The Walk: localizes the tourist from a (multi-utterance) message.
 
-A BiLSTM reads the message; a learned control vector c_0 drives 2*T_max+1 attention steps over
-the valid tokens: alpha = softmax_i(c . W h_i), e = sum_i alpha_i h_i, c_next = Linear([c; e]).
-The first T_max+1 extractions are observation embeddings, the next T_max action embeddings. The
-guide's map (bags of landmark embeddings) is transformed by one shared MASC (mask logits from
-action extraction t by its own Dense) or by the no-MASC convolution, t = 1..T_max times. With
-positional gates g_t, g'_t and steps t > T masked out, the location logits are
+A BiLSTM reads the message into states h_k (section 4.2, eq. 2). Observation embeddings come from
+a chain of T_max+1 attention hops (eq. 3): a learned control vector c_0, scores s_k = h_k . c_t
+over the valid tokens, e_t = sum_k softmax(s)_k h_k, c_{t+1} = Linear([c_t; e_t]). Action
+embeddings come "by the same mechanism" from a second chain of T_max hops with its own initial
+control and its own update, and one shared linear map turns each into the 9 MASC mask logits
+(eq. 4), as in the released code. The guide's map (bags of landmark embeddings) is transformed
+by one shared MASC or by the no-MASC convolution, t = 1..T_max times. With positional gates g_t,
+g'_t and steps t > T masked out, the location logits are
   logits[c] = < sum_{t<=T} g_t * M_t[c], sum_{t<=T} g'_t * proj(obs_t) >.
 T is given, or predicted from the BiLSTM's final states (`T_logits`, softmax over 0..T_max).
+
+Options restoring this module's earlier design: `key_projection=True` scores s_k = c_t . W h_k
+with a learned key map `att_key`; `action_chain="shared"` extracts observations and actions with
+one chain of 2*T_max+1 hops (the first T_max+1 observations, the rest actions);
+`mask_head="per_step"` gives each MASC step its own Dense (`mask_{t}`).
 """
 from __future__ import annotations
 
@@ -20,6 +27,8 @@ from ttw_jax.talk_the_walk.maps import NUM_LANDMARK_IDS
 from ttw_jax.talk_the_walk.masc import MASC, NoMASC
 
 _gate_init = nn.initializers.normal(0.1)
+ACTION_CHAINS = ("separate", "shared")
+MASK_HEADS = ("shared", "per_step")
 
 
 class NLGuide(nn.Module):
@@ -32,16 +41,29 @@ class NLGuide(nn.Module):
     features: int = 128
     masc: bool = True
     kernel_init: str = "identity"
+    key_projection: bool = False     # True: scores c . W h (a learned key map), not h . c
+    action_chain: str = "separate"   # separate | shared (one chain of 2*T_max+1 hops)
+    mask_head: str = "shared"        # shared | per_step (one Dense per MASC step)
 
     def setup(self):
+        if self.action_chain not in ACTION_CHAINS:
+            raise ValueError(f"action_chain must be one of {ACTION_CHAINS}, "
+                             f"got {self.action_chain!r}")
+        if self.mask_head not in MASK_HEADS:
+            raise ValueError(f"mask_head must be one of {MASK_HEADS}, got {self.mask_head!r}")
         self.word_emb = nn.Embed(self.vocab_size, self.embed)
         self.encoder = nn.Bidirectional(nn.RNN(nn.OptimizedLSTMCell(self.hidden)),
                                         nn.RNN(nn.OptimizedLSTMCell(self.hidden)),
                                         return_carry=True)
         self.T_head = nn.Dense(self.T_max + 1)
         self.control0 = self.param("control0", nn.initializers.normal(0.1), (2 * self.hidden,))
-        self.att_key = nn.Dense(2 * self.hidden, use_bias=False)
+        if self.key_projection:
+            self.att_key = nn.Dense(2 * self.hidden, use_bias=False)
         self.control_next = nn.Dense(2 * self.hidden)
+        if self.masc and self.action_chain == "separate":
+            self.act_control0 = self.param("act_control0", nn.initializers.normal(0.1),
+                                           (2 * self.hidden,))
+            self.act_control_next = nn.Dense(2 * self.hidden)
         self.obs_proj = nn.Dense(self.features)
         self.map_emb = BagOfLandmarks(self.num_landmark_ids, self.features)
         self.map_gates = self.param("map_gates", _gate_init, (self.T_max + 1, self.features))
@@ -49,40 +71,57 @@ class NLGuide(nn.Module):
         conv = MASC if self.masc else NoMASC
         self.conv = conv(self.features, kernel_init=self.kernel_init)
         if self.masc:
-            self.mask_heads = [nn.Dense(9, name=f"mask_{t}") for t in range(self.T_max)]
+            if self.mask_head == "shared":
+                self.mask_linear = nn.Dense(9)
+            else:
+                self.mask_heads = [nn.Dense(9, name=f"mask_{t}") for t in range(self.T_max)]
 
-    def extract(self, h: jax.Array, valid: jax.Array, steps: int):
-        """Control-vector attention: (B, steps, 2H) extractions and (B, steps, L) weights."""
-        keys = self.att_key(h)  # (B, L, 2H)
-        c = jnp.broadcast_to(self.control0, (h.shape[0], self.control0.shape[0]))
+    def extract(self, h: jax.Array, valid: jax.Array, steps: int, control0: jax.Array,
+                control_next):
+        """One chain of attention hops from `control0` updated by `control_next`:
+        (B, steps, 2H) extractions and (B, steps, L) attention weights."""
+        keys = self.att_key(h) if self.key_projection else h  # (B, L, 2H)
+        c = jnp.broadcast_to(control0, (h.shape[0], control0.shape[0]))
         out, weights = [], []
         for _ in range(steps):
             scores = jnp.where(valid, jnp.einsum("bd,bld->bl", c, keys), -1e9)
             alpha = jax.nn.softmax(scores, axis=-1)
             e = jnp.einsum("bl,bld->bd", alpha, h)
-            c = self.control_next(jnp.concatenate([c, e], axis=-1))
+            c = control_next(jnp.concatenate([c, e], axis=-1))
             out.append(e)
             weights.append(alpha)
         return jnp.stack(out, axis=1), jnp.stack(weights, axis=1)
+
+    def mask_logits(self, action: jax.Array, t: int) -> jax.Array:
+        """(B, 9) MASC mask logits of action extraction `action` (B, 2H) at step t."""
+        return self.mask_linear(action) if self.mask_head == "shared" else self.mask_heads[t](action)
 
     def __call__(self, message: jax.Array, message_len: jax.Array, landmarks: jax.Array,
                  T: jax.Array | None = None) -> dict:
         """message (B, L) ids, message_len (B,) >= 1, landmarks (B, 4, 4, K), T (B,) int or None
         (T_max). Returns logits (B, 16) at T; logits_all (B, T_max+1, 16), the logits for every
-        T; T_logits (B, T_max+1); attention (B, 2*T_max+1, L)."""
+        T; T_logits (B, T_max+1); attention (B, 2*T_max+1, L): the observation hops, then
+        the action hops (none without MASC: (B, T_max+1, L))."""
         b, length = message.shape
         message_len = jnp.asarray(message_len, jnp.int32)
         (c_fwd, c_bwd), h = self.encoder(self.word_emb(message), seq_lengths=message_len)
         T_logits = self.T_head(jnp.concatenate([c_fwd[1], c_bwd[1]], axis=-1))
         valid = jnp.arange(length)[None] < message_len[:, None]
         n_obs = self.T_max + 1
-        steps = n_obs + (self.T_max if self.masc else 0)
-        ext, attention = self.extract(h, valid, steps)
+        if self.masc and self.action_chain == "separate":
+            obs_ext, obs_att = self.extract(h, valid, n_obs, self.control0, self.control_next)
+            act_ext, act_att = self.extract(h, valid, self.T_max, self.act_control0,
+                                            self.act_control_next)
+            ext = jnp.concatenate([obs_ext, act_ext], axis=1)
+            attention = jnp.concatenate([obs_att, act_att], axis=1)
+        else:
+            steps = n_obs + (self.T_max if self.masc else 0)
+            ext, attention = self.extract(h, valid, steps, self.control0, self.control_next)
 
         maps = [self.map_emb(landmarks)]  # (B, 4, 4, F)
         for t in range(self.T_max):
             if self.masc:
-                maps.append(self.conv(maps[-1], self.mask_heads[t](ext[:, n_obs + t])))
+                maps.append(self.conv(maps[-1], self.mask_logits(ext[:, n_obs + t], t)))
             else:
                 maps.append(self.conv(maps[-1]))
         maps = jnp.stack(maps, axis=1).reshape(b, n_obs, -1, self.features)  # (B, T+1, 16, F)

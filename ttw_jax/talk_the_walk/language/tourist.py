@@ -31,13 +31,15 @@ class NLTourist(nn.Module):
     """Utterance decoder conditioned on the walk.
 
     obs: (B, S+1, K) landmark ids (rows beyond num_moves+1 are ignored); actions: (B, S) agnostic
-    moves 0..3 (beyond num_moves ignored); num_moves: (B,) int. The context is (B, 2*hidden).
+    moves 0..3, or 4 for a FORWARD blocked by the window edge (`dialogues.STAY`; the default
+    num_actions=5 has an embedding for it, num_actions=4 is the earlier table without it; beyond
+    num_moves ignored); num_moves: (B,) int. The context is (B, 2*hidden).
     """
     vocab_size: int
     num_landmark_ids: int = NUM_LANDMARK_IDS
     embed: int = 128
     hidden: int = 256
-    num_actions: int = 4
+    num_actions: int = 5  # UP, RIGHT, DOWN, LEFT, STAY
 
     def setup(self):
         self.obs_emb = BagOfLandmarks(self.num_landmark_ids, self.embed)
