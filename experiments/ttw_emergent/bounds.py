@@ -1,7 +1,7 @@
 r"""Exact Bayes upper bounds on Talk The Walk localization, every setting in one table.
 
   python -m experiments.ttw_emergent.bounds --maps_dir=../shared/data/ttw/maps --max_T=3 \
-      --out=/tmp/ttw_bounds.md
+      --markdown=/tmp/ttw_bounds.md
 
 Rows: label (the corner predicted: where the walk ends, "final", or starts, "start"), tourist
 (orientation-agnostic UP/RIGHT/DOWN/LEFT, or orientation-aware TURNLEFT/TURNRIGHT/FORWARD with the
@@ -23,7 +23,7 @@ flags.DEFINE_string("maps_dir", "", "Talk The Walk maps (official release data d
 flags.DEFINE_integer("max_T", 3, "bounds for T = 0..max_T")
 flags.DEFINE_string("labels", ",".join(LABELS), "comma-separated: final,start")
 flags.DEFINE_string("tourists", "agnostic,aware", "comma-separated: agnostic,aware")
-flags.DEFINE_string("out", "", "also write the markdown table to this file")
+flags.DEFINE_string("markdown", "", "also write the markdown table to this file")
 FLAGS = flags.FLAGS
 
 
@@ -60,8 +60,8 @@ def main(argv):
         raise app.UsageError(f"--tourists takes agnostic,aware; got {FLAGS.tourists!r}")
     table = to_markdown(bounds_table(windows, FLAGS.max_T, FLAGS.labels.split(","), tourists))
     print(table)
-    if FLAGS.out:
-        out = epath.Path(FLAGS.out)
+    if FLAGS.markdown:
+        out = epath.Path(FLAGS.markdown)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(table + "\n")
 

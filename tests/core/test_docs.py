@@ -22,7 +22,8 @@ from tests.conftest import ROOT
 from ttw_jax.core.train.launch import resolve_config_paths
 
 DOCS = ("README.md", "BUILD.md")
-LAUNCHER_FLAGS = {"workdir", "multihost", "config"}
+LAUNCHER_FLAGS = {"workdir", "multihost", "config", "coordinator_address", "num_processes",
+                  "process_id"}
 
 
 def doc_texts() -> dict[str, str]:

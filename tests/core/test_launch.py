@@ -41,3 +41,24 @@ def test_launcher_refuses_a_renamed_key_from_outside_the_repository(tmp_path):
     assert out.returncode == 2
     assert "--config.model.kind: model.kind is now model.name" in out.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_distributed_arguments_come_from_flags_then_the_environment():
+    import pytest
+    from ttw_jax.core.train.launch import distributed_args
+    # Nothing given: jax's own cluster detection (Cloud TPU, SLURM).
+    assert distributed_args(None, None, None, env={}) == {}
+    env = {"JAX_COORDINATOR_ADDRESS": "10.0.0.2:1234", "JAX_NUM_PROCESSES": "4",
+           "JAX_PROCESS_ID": "3"}
+    assert distributed_args(None, None, None, env=env) == {
+        "coordinator_address": "10.0.0.2:1234", "num_processes": 4, "process_id": 3}
+    # A flag wins over its variable.
+    assert distributed_args("localhost:9", None, 0, env=env) == {
+        "coordinator_address": "localhost:9", "num_processes": 4, "process_id": 0}
+    with pytest.raises(ValueError, match="missing: --num_processes / JAX_NUM_PROCESSES, "
+                                         "--process_id / JAX_PROCESS_ID"):
+        distributed_args("localhost:9", None, None, env={})
+    with pytest.raises(ValueError, match=r"process_id must be in \[0, num_processes\)"):
+        distributed_args("localhost:9", 2, 2, env={})
+    with pytest.raises(ValueError, match="integers"):
+        distributed_args(None, None, None, env={**env, "JAX_NUM_PROCESSES": "four"})

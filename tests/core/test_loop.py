@@ -90,3 +90,92 @@ def test_best_eval_is_the_evaluation_at_the_best_step_also_after_a_resume(tmp_pa
     assert evaluate_best(meta, "dev", "dev", again) == meta["best_eval"] and not calls
     assert evaluate_best(meta, "test", "dev", again) == {"err": -1.0} and calls == [1]
     assert evaluate_best({"best_eval": None}, "dev", "dev", again) == {"err": -1.0}
+
+
+def test_a_non_finite_loss_stops_the_run_and_names_its_step(tmp_path):
+    @jax.jit
+    def diverging(state, step):
+        state, metrics = step_fn(state, step)
+        return state, {"loss": jnp.where(step >= 12, jnp.nan, metrics["loss"])}
+
+    writer = MetricWriter(str(tmp_path))
+    with pytest.raises(FloatingPointError, match="at step 12 .*nothing after step 10"):
+        fit(start(), config=config(), workdir=str(tmp_path), writer=writer, place=lambda t: t,
+            step_fn=diverging, evaluate=lambda p: {"err": float(abs(p["w"] - 3.0))},
+            metric="err", mode="min")
+    writer.close()
+    # The last good checkpoint is there and a resumed run starts from it.
+    assert sorted(os.listdir(tmp_path / "checkpoints")) == ["10", "5"]
+    _, _, meta = run(tmp_path, lambda p: {"err": float(abs(p["w"] - 3.0))}, num_steps=15)
+    assert meta["step"] == 15
+
+
+def test_a_torn_last_metrics_line_is_dropped_on_resume(tmp_path):
+    run(tmp_path, lambda p: {"err": float(abs(p["w"] - 3.0))}, num_steps=10)
+    path = tmp_path / "metrics.jsonl"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines) + "\n" + lines[-1][:17])   # killed mid-write
+    _, _, meta = run(tmp_path, lambda p: {"err": float(abs(p["w"] - 3.0))}, num_steps=15)
+    history = MetricWriter(str(tmp_path)).history()
+    assert [h["step"] for h in history] == [5, 10, 15]
+    # A malformed line that is not the last one is an error naming the line.
+    path.write_text("{\"step\": 5}\n{oops\n{\"step\": 10}\n")
+    with pytest.raises(ValueError, match="metrics.jsonl, line 2"):
+        MetricWriter(str(tmp_path)).history()
+
+
+def tensorboard_steps(logdir) -> set[int]:
+    """Steps of the scalar events on disk (TFRecord framing: length, crc, Event proto, crc)."""
+    import struct
+    from tensorboardX.proto import event_pb2
+    steps = set()
+    for f in os.listdir(logdir):
+        data = open(os.path.join(logdir, f), "rb").read()
+        pos = 0
+        while pos + 12 <= len(data):
+            (n,) = struct.unpack("<Q", data[pos:pos + 8])
+            event = event_pb2.Event.FromString(data[pos + 12:pos + 12 + n])
+            if event.HasField("summary"):
+                steps.add(event.step)
+            pos += 12 + n + 4
+    return steps
+
+
+def test_tensorboard_holds_every_point_up_to_the_last_checkpoint_after_a_crash(tmp_path):
+    def crash(step):
+        if step == 13:
+            raise KeyboardInterrupt   # killed: the writer is never closed
+
+    writer = MetricWriter(str(tmp_path))
+    with pytest.raises(KeyboardInterrupt):
+        fit(start(), config=config(log_every=1), workdir=str(tmp_path), writer=writer,
+            place=lambda t: t, step_fn=step_fn, evaluate=lambda p: {"err": 0.0}, metric="err",
+            mode="min", hooks=[crash])
+    assert set(range(1, 11)) <= tensorboard_steps(tmp_path / "tensorboard")
+
+
+def test_sigterm_checkpoints_at_the_next_sync_and_resumes_exactly(tmp_path):
+    import signal as sig
+    from ttw_jax.core.train.loop import Preempted
+
+    def preempt(step):
+        if step == 7:
+            os.kill(os.getpid(), sig.SIGTERM)   # a TPU VM's preemption notice
+
+    ev = lambda p: {"err": float(abs(p["w"] - 3.0))}
+    writer = MetricWriter(str(tmp_path / "a"))
+    with pytest.raises(Preempted) as exc:
+        fit(start(), config=config(log_every=2), workdir=str(tmp_path / "a"), writer=writer,
+            place=lambda t: t, step_fn=step_fn, evaluate=ev, metric="err", mode="min",
+            hooks=[preempt])
+    writer.close()
+    assert exc.value.code == 0
+    assert "8" in os.listdir(tmp_path / "a" / "checkpoints")   # the sync after step 7
+    state, best, meta = run(tmp_path / "a", ev, log_every=2)
+    ref_state, ref_best, ref_meta = run(tmp_path / "b", ev, log_every=2)
+    assert float(state.params["w"]) == float(ref_state.params["w"])
+    assert meta["best_step"] == ref_meta["best_step"] and meta["step"] == 30
+    drop = lambda h: [{k: v for k, v in r.items() if "per_second" not in k} for r in h]
+    assert drop(MetricWriter(str(tmp_path / "a")).history()) == \
+        drop(MetricWriter(str(tmp_path / "b")).history())
+    assert sig.getsignal(sig.SIGTERM) is sig.SIG_DFL   # the handler is gone after fit

@@ -19,6 +19,7 @@ demonstrated actions while the agent is still on them and asks the expert only a
 """
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import jax
@@ -28,7 +29,7 @@ from ttw_jax.arramon import env
 from ttw_jax.core.env import batched
 
 NEAR = 0.75                                 # units: "at" a path point
-ALIGNED = jnp.deg2rad(15.0) + 1e-4          # bearing within which FORWARD is taken
+ALIGNED = math.radians(15.0) + 1e-4         # bearing within which FORWARD is taken
 
 
 def _towards(bearing: jax.Array) -> jax.Array:

@@ -40,6 +40,40 @@ def resolve_config_paths(argv: Sequence[str], configs_dir: str) -> list[str]:
     return out
 
 
+DISTRIBUTED_ENV = {"coordinator_address": "JAX_COORDINATOR_ADDRESS",
+                   "num_processes": "JAX_NUM_PROCESSES", "process_id": "JAX_PROCESS_ID"}
+
+
+def distributed_args(coordinator_address: str | None, num_processes: int | None,
+                     process_id: int | None, env: Mapping[str, str] = os.environ) -> dict:
+    """The keyword arguments of `jax.distributed.initialize` for --multihost.
+
+    Each of the three comes from its flag, else from its environment variable
+    (`DISTRIBUTED_ENV`); none at all leaves them to jax's cluster auto-detection (Cloud TPU, SLURM,
+    ...). Some but not all of them is an error naming the missing ones."""
+    given = {"coordinator_address": coordinator_address, "num_processes": num_processes,
+             "process_id": process_id}
+    for key, var in DISTRIBUTED_ENV.items():
+        if given[key] is None and env.get(var, "") != "":
+            given[key] = env[var]
+    missing = [k for k, v in given.items() if v is None]
+    if len(missing) == len(given):
+        return {}
+    if missing:
+        raise ValueError("--multihost: give all of --coordinator_address, --num_processes and "
+                         "--process_id (or JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, "
+                         "JAX_PROCESS_ID), or none for auto-detection; missing: "
+                         + ", ".join(f"--{k} / {DISTRIBUTED_ENV[k]}" for k in missing))
+    try:
+        num, pid = int(given["num_processes"]), int(given["process_id"])
+    except ValueError as e:
+        raise ValueError(f"--multihost: num_processes and process_id must be integers ({e})")
+    if not 0 <= pid < num:
+        raise ValueError(f"--multihost: process_id must be in [0, num_processes); got {pid} of {num}")
+    return {"coordinator_address": str(given["coordinator_address"]), "num_processes": num,
+            "process_id": pid}
+
+
 def launch(train_and_evaluate: Callable[..., dict], default_config: types.ModuleType) -> None:
     """Defines the flags and runs `train_and_evaluate(config, workdir)` under `absl.app`.
 
@@ -47,7 +81,7 @@ def launch(train_and_evaluate: Callable[..., dict], default_config: types.Module
     `--config`, found from any directory (and `--config` finds the other files of its folder by
     name, see `resolve_config_paths`); its `RENAMED` maps config keys of earlier releases to
     their replacements: overriding one fails with a message naming the new key. With --multihost
-    every process calls `jax.distributed.initialize()` first.
+    every process calls `jax.distributed.initialize(**distributed_args(...))` first.
     """
     default_path = os.path.abspath(default_config.__file__)
     # Before the flags are defined: ml_collections reads the overrides in sys.argv right then.
@@ -58,6 +92,12 @@ def launch(train_and_evaluate: Callable[..., dict], default_config: types.Module
     sys.argv[:] = resolve_config_paths(sys.argv, os.path.dirname(default_path))
     flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics, plots and results.")
     flags.DEFINE_bool("multihost", False, "Call jax.distributed.initialize() before anything else.")
+    flags.DEFINE_string("coordinator_address", None, "--multihost: host:port of process 0 "
+                        "(default $JAX_COORDINATOR_ADDRESS; none of the three: auto-detection).")
+    flags.DEFINE_integer("num_processes", None, "--multihost: number of processes "
+                         "(default $JAX_NUM_PROCESSES).")
+    flags.DEFINE_integer("process_id", None, "--multihost: this process's index "
+                         "(default $JAX_PROCESS_ID).")
     config_flags.DEFINE_config_file("config", default_path, "Training configuration.",
                                     lock_config=True)
     flags.mark_flags_as_required(["workdir"])
@@ -69,8 +109,13 @@ def launch(train_and_evaluate: Callable[..., dict], default_config: types.Module
 
         # Orbax reports every checkpoint step at INFO; keep the console for the experiment.
         logging.get_absl_handler().addFilter(lambda record: "orbax" not in record.pathname)
-        if flags.FLAGS.multihost:
-            jax.distributed.initialize()
+        F = flags.FLAGS
+        if F.multihost:
+            try:
+                kwargs = distributed_args(F.coordinator_address, F.num_processes, F.process_id)
+            except ValueError as e:
+                raise app.UsageError(str(e))
+            jax.distributed.initialize(**kwargs)
         logging.info("JAX process %d/%d, devices: %s", jax.process_index(), jax.process_count(),
                      jax.devices())
         train_and_evaluate(flags.FLAGS.config, flags.FLAGS.workdir)

@@ -2,7 +2,10 @@
 orbax checkpoints of {state, best params} and metric logging; a killed run resumes exactly."""
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import threading
 import time
 from typing import Any, Callable, Sequence
 
@@ -16,6 +19,34 @@ from ttw_jax.core.train.checkpoint import Checkpointer
 from ttw_jax.core.train.logging import MetricWriter
 
 
+class Preempted(SystemExit):
+    """Raised by `fit` after a SIGTERM, once the state is checkpointed: exits the process with
+    status 0 (a TPU VM's preemption notice); rerunning the same command resumes exactly."""
+
+
+@contextlib.contextmanager
+def sigterm_flag():
+    """Yields a threading.Event set by SIGTERM while the block runs (main thread only; elsewhere
+    the event is never set and the signal keeps its handler)."""
+    event = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield event
+        return
+    previous = signal.signal(signal.SIGTERM, lambda *_: event.set())
+    try:
+        yield event
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _any_process(flag: bool) -> bool:
+    """True if `flag` is set on any process (all processes must call it at the same step)."""
+    if jax.process_count() == 1:
+        return flag
+    from jax.experimental import multihost_utils
+    return bool(np.any(multihost_utils.process_allgather(np.asarray(flag))))
+
+
 def fit(state: Any, *, config: ml_collections.ConfigDict, workdir: str, writer: MetricWriter,
         place: Callable[[Any], Any], step_fn: Callable[[Any, int], tuple[Any, dict]],
         evaluate: Callable[[Any], dict], metric: str, mode: str = "max",
@@ -27,7 +58,10 @@ def fit(state: Any, *, config: ml_collections.ConfigDict, workdir: str, writer: 
     every `config.eval_every` steps and at the end; `metric` of it, maximised or minimised
     (`mode`), picks the best parameters and stops the run after `config.patience` evaluations
     without improvement. `place(tree)` puts host trees on the devices. Hosts sync every
-    `config.log_every` steps. `hooks` are called with the step number after every step.
+    `config.log_every` steps, and a non-finite training `loss` then stops the run with a
+    `FloatingPointError` naming its step (the checkpoints before it are kept). A SIGTERM
+    (preemption) checkpoints the state at the next sync and raises `Preempted` (exit status 0).
+    `hooks` are called with the step number after every step.
 
     Returns (state, best_params, meta) with meta = {step, best, best_step, best_eval,
     bad_evals, stopped}; `best_eval` is the whole `evaluate` result at `best_step` (also after a
@@ -52,6 +86,16 @@ def fit(state: Any, *, config: ml_collections.ConfigDict, workdir: str, writer: 
     if jax.process_index() == 0:
         from tqdm import tqdm
         progress = tqdm(total=config.num_steps, initial=meta["step"], desc="train", leave=False)
+    with sigterm_flag() as preempt:
+        state, best_params = _train(state, best_params, meta, ckpt, config, workdir, writer,
+                                    step_fn, evaluate, metric, sign, eval_prefix, hooks, progress,
+                                    preempt)
+    return state, best_params, meta
+
+
+def _train(state, best_params, meta, ckpt, config, workdir, writer, step_fn, evaluate, metric,
+           sign, eval_prefix, hooks, progress, preempt):
+    """`fit`'s loop; updates `meta` in place and returns (state, best_params)."""
     pending, t0 = [], time.time()
     step = meta["step"]
     while step < config.num_steps and not meta["stopped"]:
@@ -63,6 +107,16 @@ def fit(state: Any, *, config: ml_collections.ConfigDict, workdir: str, writer: 
         evaluate_now = step % config.eval_every == 0 or step == config.num_steps
         if step % config.log_every == 0 or evaluate_now:
             host = jax.device_get(pending)  # also bounds the number of in-flight steps
+            bad = [i for i, m in enumerate(host) if not np.isfinite(m["loss"])]
+            if bad:
+                if progress is not None:
+                    progress.close()
+                ckpt.close()
+                raise FloatingPointError(
+                    f"non-finite training loss ({host[bad[0]]['loss']}) at step "
+                    f"{step - len(host) + 1 + bad[0]} of {workdir}; nothing after step "
+                    f"{meta['step']} was checkpointed (a resumed run restarts there: lower the "
+                    "learning rate or fix the data first)")
             scalars = {f"train/{k}": float(np.mean([m[k] for m in host])) for k in host[0]}
             scalars["train/steps_per_second"] = len(host) / max(time.time() - t0, 1e-9)
             pending, t0 = [], time.time()
@@ -82,8 +136,22 @@ def fit(state: Any, *, config: ml_collections.ConfigDict, workdir: str, writer: 
                 meta["step"] = step
                 ckpt.save(step, {"state": state, "best_params": best_params}, meta)
             writer.write(step, scalars)
+            if evaluate_now:
+                writer.flush()   # every point up to a checkpoint is on disk
+            # Preemption is checked where the hosts sync, so that all of them agree on the step.
+            if _any_process(preempt.is_set()) and step < config.num_steps:
+                if not evaluate_now:
+                    meta["step"] = step
+                    ckpt.save(step, {"state": state, "best_params": best_params}, meta)
+                writer.flush()
+                if progress is not None:
+                    progress.close()
+                ckpt.close()
+                logging.warning("SIGTERM: checkpointed step %d of %s; rerun the same command "
+                                "to resume", step, workdir)
+                raise Preempted(0)
     if progress is not None:
         progress.close()
     ckpt.close()
     meta["step"] = step
-    return state, best_params, meta
+    return state, best_params
