@@ -55,6 +55,8 @@ def load_data(config: ml_collections.ConfigDict) -> dict[str, maps.Windows]:
 def check_config(config: ml_collections.ConfigDict) -> None:
     """Fails before any work on a value the trainer does not know."""
     m, d = config.model, config.data
+    if config.T < 0:
+        raise ValueError(f"T (the tourist's moves) must be >= 0, got {config.T}")
     for value, allowed, key in ((m.name, MODELS, "model.name"),
                                 (m.comm, ("continuous", "discrete"), "model.comm"),
                                 (m.init, INITS, "model.init"),

@@ -4,6 +4,7 @@ import copy
 import json
 import re
 
+import numpy as np
 import pytest
 
 from tests.conftest import shared_path
@@ -109,6 +110,11 @@ BROKEN = [
                       r"'gt_actions.navi_action_gt\[1\]' has 18 forward steps"),
     (lambda i: _set(i, ["gt_paths", "navi_path_gt", 0, 7], [1.0, "0.525", 2.0]),
      r"field 'gt_paths.navi_path_gt\[0\]\[7\]' is not a list of 3 finite numbers"),
+    (lambda i: _set(i, ["gt_paths", "navi_path_gt", 1, 3], [1e30, 0.525, 2.0]),
+     r"field 'gt_paths.navi_path_gt\[1\]\[3\]' is not a list of 3 finite numbers within "
+     r"\+-1000"),
+    (lambda i: _set(i, ["gt_paths", "navi_path_gt", 0, 0], [3e3, 0.525, 2.0]),
+     r"field 'gt_paths.navi_path_gt\[0\]\[0\]' is not a list of 3 finite numbers within"),
     (lambda i: _set(i, ["gt_paths", "assem_path_gt", 1], []),
      r"field 'gt_paths.assem_path_gt\[1\]' is not a non-empty list of points"),
     (lambda i: _set(i, ["gt_objects_pos", "assem_obj_pos_gt", 1], [5, 1, 3]),
@@ -214,3 +220,12 @@ def test_code_and_filename_are_optional_but_checked_when_present(tmp_path, val_s
         with pytest.raises(ar.ArramonFormatError, match=f"field '{key}' is not a non-empty "
                                                         "string"):
             ar.read_arramon(str(path))
+
+
+def test_a_walkable_raster_past_the_limit_is_refused_naming_the_extent():
+    from ttw_jax.arramon.episodes import rasterise
+    grid, origin = rasterise(np.array([[0.0, 0.0], [10.0, 5.0]]), 1.0, 0.1)
+    assert grid.shape == (160, 110) and grid.any()
+    with pytest.raises(ValueError, match=r"spanning x 0..900, z 0..900 at resolution 0.01 would "
+                                         r"have 90600 x 90600 cells \(limit 268,435,456\)"):
+        rasterise(np.array([[0.0, 0.0], [900.0, 900.0]]), 1.0, 0.01)

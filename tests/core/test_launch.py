@@ -62,3 +62,27 @@ def test_distributed_arguments_come_from_flags_then_the_environment():
         distributed_args("localhost:9", 2, 2, env={})
     with pytest.raises(ValueError, match="integers"):
         distributed_args(None, None, None, env={**env, "JAX_NUM_PROCESSES": "four"})
+
+
+def test_unknown_config_keys_are_named_with_the_closest_ones():
+    import ml_collections
+    from ttw_jax.core.train.launch import unknown_config_keys
+    c = ml_collections.ConfigDict({"seed": 0, "model": {"features": 8, "name": "masc"}})
+    argv = ["main", "--workdir=/x", "--config.seed=1", "--config.model.feature=3",
+            "--config.nope=1", "--config.model.name=no_masc"]
+    assert unknown_config_keys(argv, c) == [
+        "--config.model.feature: no such config key; did you mean model.features, model.name?",
+        "--config.nope: no such config key"]
+
+
+def test_launcher_refuses_an_unknown_key_in_one_line(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "experiments.ttw_emergent.main",
+                          f"--workdir={tmp_path}", "--config.model.feature=3"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "--config.model.feature: no such config key; did you mean model.features" in out.stderr
+    # Keys of the selected config file count, not only the default one's.
+    out = subprocess.run([sys.executable, "-m", "experiments.ttw_emergent.main",
+                          f"--workdir={tmp_path}", "--config=paper", "--config.num_epochs=x"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert "no such config key" not in out.stderr

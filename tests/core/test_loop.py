@@ -179,3 +179,72 @@ def test_sigterm_checkpoints_at_the_next_sync_and_resumes_exactly(tmp_path):
     assert drop(MetricWriter(str(tmp_path / "a")).history()) == \
         drop(MetricWriter(str(tmp_path / "b")).history())
     assert sig.getsignal(sig.SIGTERM) is sig.SIG_DFL   # the handler is gone after fit
+
+
+@pytest.mark.parametrize("damage", ["truncate", "meta"])
+def test_a_corrupt_latest_checkpoint_falls_back_to_an_older_one(tmp_path, damage):
+    ev = lambda p: {"err": float(abs(p["w"] - 3.0))}
+    run(tmp_path / "a", ev, num_steps=10)
+    ten = tmp_path / "a" / "checkpoints" / "10"
+    if damage == "truncate":   # every array file of the state cut to half
+        files = [p for p in (ten / "train").rglob("*") if p.is_file() and p.stat().st_size > 8]
+        assert files
+        for p in files:
+            p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
+    else:
+        for p in (ten / "meta").rglob("*"):
+            if p.is_file():
+                p.write_text("{not json")
+    read = Checkpointer(str(tmp_path / "a" / "checkpoints"), read_only=True)
+    assert read.restore_latest({"state": start(), "best_params": start().params})[1]["step"] == 5
+    read.close()
+    state, _, meta = run(tmp_path / "a", ev, num_steps=15)
+    ref_state, _, ref_meta = run(tmp_path / "b", ev, num_steps=15)
+    assert float(state.params["w"]) == float(ref_state.params["w"]) and meta == ref_meta
+    assert sorted(os.listdir(tmp_path / "a" / "checkpoints")) == ["10", "15"]
+
+
+PREEMPTIBLE = r"""
+import sys, time
+import jax, jax.numpy as jnp
+from tests.core.test_loop import config, start, step_fn
+from ttw_jax.core.train.logging import MetricWriter
+from ttw_jax.core.train.loop import fit
+
+workdir, slow = sys.argv[1], sys.argv[2] == "slow"
+
+def step(state, s):
+    if slow and s == 6:
+        print("ready", flush=True)
+        time.sleep(3)         # SIGTERM arrives here; the step then finishes
+    return step_fn(state, s)
+
+writer = MetricWriter(workdir)
+state, best, meta = fit(start(), config=config(log_every=2), workdir=workdir, writer=writer,
+                        place=lambda t: t, step_fn=step,
+                        evaluate=lambda p: {"err": float(abs(p["w"] - 3.0))}, metric="err",
+                        mode="min")
+writer.close()
+print("done", meta["step"], float(state.params["w"]), flush=True)
+"""
+
+
+def test_sigterm_to_a_real_process_checkpoints_and_a_rerun_finishes_the_same(tmp_path):
+    import signal as sig
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+    run_script = lambda wd, mode: subprocess.Popen(
+        [sys.executable, "-c", PREEMPTIBLE, str(wd), mode], cwd=ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    p = run_script(tmp_path / "a", "slow")
+    assert p.stdout.readline().strip() == "ready"
+    p.send_signal(sig.SIGTERM)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0 and "done" not in out, err[-2000:]
+    assert "SIGTERM: checkpointed step 6" in err
+    assert "6" in os.listdir(tmp_path / "a" / "checkpoints")
+    resumed = run_script(tmp_path / "a", "fast").communicate(timeout=120)[0].split()
+    fresh = run_script(tmp_path / "b", "fast").communicate(timeout=120)[0].split()
+    assert resumed[:2] == ["done", "30"] and resumed == fresh

@@ -67,3 +67,30 @@ def test_a_plain_download_and_prepare_writes_array_record(tmp_path):
     explicit = ttw_datasets.arramon.Builder(data_dir=str(tmp_path / "other"),
                                             file_format="tfrecord")
     assert explicit.info.file_format == tfds.core.FileFormat.TFRECORD
+
+
+def test_a_dataset_built_from_other_files_is_refused_and_killed_builds_are_cleaned(tmp_path):
+    import json
+    import shutil
+
+    from tests.conftest import shared_path
+    from ttw_jax.talk_the_walk.language import dataset as ttw_language
+
+    maps_dir = tmp_path / "maps"
+    shutil.copytree(shared_path("ttw", "maps"), maps_dir)
+    tfds_dir = tmp_path / "tfds"
+    stale = tfds_dir / "talk_the_walk" / "synthetic_real_maps" / "incomplete.ABC123_1.0.0"
+    stale.mkdir(parents=True)
+    ttw_language.prepare("synthetic_real_maps", str(tfds_dir), str(maps_dir))
+    assert not stale.exists()                      # a killed build's leftovers are gone
+    # Same files: the prepared dataset is used as it is.
+    ttw_language.prepare("synthetic_real_maps", str(tfds_dir), str(maps_dir))
+    # A fixed map (same landmarks, the file rewritten): refused, naming the file.
+    path = maps_dir / "fidi_map.json"
+    path.write_text(json.dumps(json.loads(path.read_text()), indent=1))
+    with pytest.raises(ValueError, match=r"was built from other files than .*maps holds now "
+                                         r"\(fidi_map.json changed\): delete that folder"):
+        ttw_language.prepare("synthetic_real_maps", str(tfds_dir), str(maps_dir))
+    (maps_dir / "notes.txt").write_text("x")
+    with pytest.raises(ValueError, match=r"notes.txt added; fidi_map.json changed"):
+        ttw_language.prepare("synthetic_real_maps", str(tfds_dir), str(maps_dir))

@@ -75,8 +75,9 @@ def test_episode_arrays():
         episodes([record()], nodes, graph, vocab, ["en-US"], 6, 2)
     with pytest.raises(ValueError, match="language 'te-IN'"):
         episodes([record(language="te-IN")], nodes, graph, vocab, ["en-US"], 6, 4)
-    with pytest.raises(KeyError, match="unknown viewpoint id 's/z'"):
-        episodes([record(path=["a", "z"])], nodes, graph, vocab, ["en-US"], 6, 4)
+    with pytest.raises(ValueError, match="instruction 9, field 'path': unknown viewpoint id "
+                                         "'s/z' .*scan s"):
+        episodes([record(instruction_id=9, path=["a", "z"])], nodes, graph, vocab, ["en-US"], 6, 4)
 
 
 def test_token_positions_align_timed_words():

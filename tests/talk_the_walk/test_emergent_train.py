@@ -38,7 +38,10 @@ def test_discrete_no_masc_config_trains(tmp_path):
 
 
 @pytest.mark.parametrize("override, field", [({"model__comm": "telepathy"}, "model.comm"),
-                                             ({"optim__schedule": "step"}, "optim.schedule")])
+                                             ({"optim__schedule": "step"}, "optim.schedule"),
+                                             ({"data__label": "middle"}, "data.label"),
+                                             ({"T": -1}, r"T \(the tourist's moves\)"),
+                                             ({"batch_size": 0}, "batch size must be")])
 def test_bad_config_values_are_rejected(tmp_path, override, field):
     with pytest.raises(ValueError, match=field):
         EMERGENT.train.train_and_evaluate(EMERGENT.config("", **override), str(tmp_path))

@@ -37,6 +37,15 @@ def init(model, crop=3, dim=6):
                                jnp.zeros((2, 3, crop, dim)), jnp.zeros((2, 3), jnp.int32))
 
 
+def test_a_route_longer_than_max_route_is_refused_by_route_id(world):
+    longest = max(len(r["route_panoids"]) for r in world["records"])
+    rec = next(r for r in world["records"] if len(r["route_panoids"]) == longest)
+    with pytest.raises(ValueError, match=f"route_id {rec['route_id']}: route of {longest} "
+                                         f"panoramas exceeds data.max_route={longest - 1}"):
+        nav_episodes.episodes([rec], world["table"], TouchdownReference(world["links"]),
+                              world["vocab"], 48, longest - 1, 40)
+
+
 def test_vocabulary_and_episode_arrays(world):
     vocab, eps, records = world["vocab"], world["eps"], world["records"]
     assert vocab.words[:2] == ("<pad>", "<unk>")

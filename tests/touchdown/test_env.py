@@ -185,3 +185,25 @@ def test_synthetic_routes_on_the_real_graph_are_followable(real):
         heading = round(rec["start_heading"])
         final = ref.run(route[0], heading, ref.gold_actions(route, heading))[-1][0]
         assert final == route[-1] and len(route) <= 45
+
+
+@pytest.mark.parametrize("file, line, edit, message", [
+    ("links.txt", 3, lambda l: "nopano," + l.split(",", 1)[1],
+     r"links.txt:3: field 'start_panoid': unknown panoid 'nopano' \(not in .*nodes.txt\)"),
+    ("links.txt", 2, lambda l: l.rsplit(",", 1)[0] + ",ghost",
+     r"links.txt:2: field 'end_panoid': unknown panoid 'ghost'"),
+    ("nodes.txt", 4, lambda l: ",".join(l.split(",")[:2] + ["nan"] + l.split(",")[3:]),
+     r"nodes.txt:4: field 'lat' must be a finite number"),
+    ("nodes.txt", 2, lambda l: ",".join(l.split(",")[:3] + ["1e300"]),
+     r"nodes.txt:2: field 'lng' must be a finite number in \[-180, 180\]"),
+    ("nodes.txt", 3, lambda l: None, r"nodes.txt:3: field 'panoid': .* repeats line 2"),
+])
+def test_bad_graph_values_name_file_line_and_field(tmp_path, file, line, edit, message):
+    nodes, links = synthetic_street_grid(num_avenues=2, num_streets=2, panos_per_block=2)
+    write_graph_files(str(tmp_path), nodes, links)
+    lines = (tmp_path / file).read_text().splitlines()
+    new = edit(lines[line - 1])
+    lines[line - 1] = lines[line - 2] if new is None else new   # None: repeat the line above
+    (tmp_path / file).write_text("\n".join(lines) + "\n")
+    with pytest.raises(GraphFormatError, match=message):
+        read_graph_files(str(tmp_path))

@@ -77,9 +77,9 @@ def test_numpy_values_are_accepted_bools_and_non_finite_numbers_are_not():
     assert (nav["start_heading"], nav["end_heading"]) == (0.5, 90.0)
     assert type(nav["end_heading"]) is float
     for bad, message in [(record(True), "field 'route_id' is not an integer: True"),
-                         (record(start_heading=math.nan), "field 'start_heading' is not a number"),
-                         (record(end_heading=math.inf), "field 'end_heading' is not a number"),
-                         (record(main_heading="inf"), "field 'main_heading' is not a number")]:
+                         (record(start_heading=math.nan), "field 'start_heading' is not a heading"),
+                         (record(end_heading=math.inf), "field 'end_heading' is not a heading"),
+                         (record(main_heading="inf"), "field 'main_heading' is not a heading")]:
         with pytest.raises(tr.RecordFormatError, match=message):
             tr.sdr_examples(bad)
 
@@ -102,7 +102,10 @@ def test_missing_file_names_the_path_and_the_source(tmp_path):
     (json.dumps(record(3, route_panoids=None)), "missing field 'route_panoids'"),
     (json.dumps(record(3, route_panoids=["a"])), "field 'route_panoids'"),
     (json.dumps(record(3, route_panoids=["a", 5])), "field 'route_panoids'"),
-    (json.dumps(record(3, start_heading="0.0")), "field 'start_heading' is not a number"),
+    (json.dumps(record(3, start_heading="0.0")), "field 'start_heading' is not a heading"),
+    (json.dumps(record(3, start_heading=1e300)), "field 'start_heading' is not a heading in "
+                                                 "degrees (a number in [-360, 720])"),
+    (json.dumps(record(3, end_heading=-1e9)), "field 'end_heading' is not a heading"),
     (json.dumps(record("3")), "field 'route_id' is not an integer"),
     (json.dumps(record(3, navigation_text=None)), "missing field 'navigation_text'"),
     (json.dumps(record(2)), "field 'route_id' 2 repeats line 2"),
@@ -122,7 +125,8 @@ def test_malformed_line_names_file_line_and_field(tmp_path, bad_line, field):
     ({"pre_static_center": {"x": 0.5, "y": 0.2}}, "field 'pre_static_center'"),
     ({"post_static_center": '{"x": "0.5", "y": 0.2}'}, "field 'post_static_center'"),
     ({"main_static_center": '{"x": 1.5, "y": 0.2}'}, "field 'main_static_center'"),
-    ({"pre_heading": "north"}, "field 'pre_heading' is not a number"),
+    ({"pre_heading": "north"}, "field 'pre_heading' is not a heading"),
+    ({"main_heading": "1e300"}, "field 'main_heading' is not a heading"),
     ({"post_pano": None}, "missing field 'post_pano'"),
     ({"td_location_text": None}, "missing field 'td_location_text'"),
 ])

@@ -158,12 +158,21 @@ def episodes(records: Sequence[dict], vocab: Vocabulary, max_tokens: int = 100,
     return out
 
 
+MAX_RASTER_CELLS = 256 * 2 ** 20
+
+
 def rasterise(points_xz: np.ndarray, radius: float, resolution: float,
               margin: float = 2.0) -> tuple[np.ndarray, np.ndarray]:
-    """(grid [H, W] bool of cells whose centre lies within `radius` of some point, origin [2])."""
+    """(grid [H, W] bool of cells whose centre lies within `radius` of some point, origin [2]).
+    Refuses more than `MAX_RASTER_CELLS` cells (a 256 MB raster) naming the points' extent."""
     lo = points_xz.min(0) - radius - margin
     hi = points_xz.max(0) + radius + margin
     shape = np.ceil((hi - lo) / resolution).astype(int)
+    if np.prod(shape.astype(float)) > MAX_RASTER_CELLS:
+        raise ValueError(f"the walkable raster of points spanning x {points_xz[:, 0].min():g}.."
+                         f"{points_xz[:, 0].max():g}, z {points_xz[:, 1].min():g}.."
+                         f"{points_xz[:, 1].max():g} at resolution {resolution:g} would have "
+                         f"{int(shape[0])} x {int(shape[1])} cells (limit {MAX_RASTER_CELLS:,})")
     grid = np.zeros(shape, bool)
     r = int(math.ceil(radius / resolution)) + 1
     offs = np.arange(-r, r + 1)

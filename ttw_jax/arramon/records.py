@@ -142,6 +142,14 @@ CELL_WHAT = (f"[gx, level, gz] integers with 0 <= gx < {GRID_COLUMNS}, level in 
 RECT_WHAT = "[x0, z0, x1, z1] finite with x0 < x1, z0 < z1"
 WALKABLE = "walkable (inside world.bounds, outside world.buildings)"
 _point = list_of(is_number, 3, 3)     # [x, y, z], finite
+# A documented limit: the released cities span about 160 x 270 units (val_seen); a coordinate
+# beyond it is a corrupt file, not a bigger city (the walkable raster would grow with it).
+MAX_COORD = 1000.0
+POINT_WHAT = f"a list of 3 finite numbers within +-{MAX_COORD:g} (x, y, z in world units)"
+
+
+def _bounded_point(v: Any) -> bool:
+    return _point(v) and all(abs(c) <= MAX_COORD for c in v)
 
 
 def _rectangle(v: Any) -> bool:
@@ -166,8 +174,8 @@ def _check_phase(f: Fields, phase: str) -> None:
         if not isinstance(path, list) or not path:
             raise f.bad(f"{path_field}[{t}]", "a non-empty list of points", path)
         for k, point in enumerate(path):
-            if not _point(point):
-                raise f.bad(f"{path_field}[{t}][{k}]", "a list of 3 finite numbers", point)
+            if not _bounded_point(point):
+                raise f.bad(f"{path_field}[{t}][{k}]", POINT_WHAT, point)
         if not isinstance(acts, list) or not acts or acts[-1] != str(t):
             raise f.error(f"{f.where}: field '{action_field}[{t}]' does not end with the turn "
                           f"token {str(t)!r}: {shown(acts)}")

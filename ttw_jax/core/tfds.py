@@ -1,10 +1,22 @@
 """TFDS helpers: the builders' ArrayRecord base class, building a dataset on first use and reading
-its examples back without TensorFlow."""
+its examples back without TensorFlow.
+
+A dataset built from manual downloads records the files it was built from (`SOURCES_FILE` in its
+version folder: each file's path under `manual_dir`, size and modification time); preparing it
+again from a `manual_dir` whose files differ is refused with the changed files named, so a fixed
+or replaced release never silently serves the old data. Folders a killed build left behind
+(`incomplete.*`) are removed before building.
+"""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 
 import tensorflow_datasets as tfds
+from absl import logging
+
+SOURCES_FILE = "ttw_sources.json"
 
 
 class ArrayRecordBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
@@ -30,15 +42,61 @@ def builder_config(builder_cls, config):
     return config
 
 
+def source_fingerprint(manual_dir: str) -> dict[str, list[int]]:
+    """{path under `manual_dir`: [size, mtime in ns]} of every file in it (hidden ones skipped)."""
+    out = {}
+    for dirpath, dirnames, files in os.walk(manual_dir):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for f in sorted(files):
+            if f.startswith("."):
+                continue
+            path = os.path.join(dirpath, f)
+            st = os.stat(path)
+            out[os.path.relpath(path, manual_dir)] = [st.st_size, st.st_mtime_ns]
+    return out
+
+
+def fingerprint_changes(old: dict, new: dict, limit: int = 5) -> list[str]:
+    """Human-readable differences between two `source_fingerprint`s (at most `limit`)."""
+    changes = ([f"{p} added" for p in sorted(set(new) - set(old))]
+               + [f"{p} removed" for p in sorted(set(old) - set(new))]
+               + [f"{p} changed" for p in sorted(set(old) & set(new)) if old[p] != new[p]])
+    return changes[:limit] + ([f"... {len(changes) - limit} more"] if len(changes) > limit else [])
+
+
 def prepare(builder_cls, config, tfds_dir: str | None = None,
             manual_dir: str | None = None) -> None:
     """Builds `<name>/<config>` (a name or a config object) in `tfds_dir` (None: the TFDS
-    default) unless it is already there; `manual_dir` holds the manual downloads."""
+    default) unless it is already there; `manual_dir` holds the manual downloads. A dataset
+    already built from other files than `manual_dir` holds now is refused (ValueError naming
+    them and the folder to delete)."""
     builder = builder_cls(config=builder_config(builder_cls, config), data_dir=tfds_dir,
                           file_format="array_record")
-    if not builder.is_prepared():
-        builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
-            manual_dir=manual_dir))
+    version_dir = os.fspath(builder.data_dir)
+    sources = source_fingerprint(manual_dir) if manual_dir else None
+    if builder.is_prepared():
+        recorded = os.path.join(version_dir, SOURCES_FILE)
+        if sources is not None and os.path.exists(recorded):
+            with open(recorded, encoding="utf-8") as f:
+                old = json.load(f)
+            changes = fingerprint_changes(old, sources)
+            if changes:
+                raise ValueError(
+                    f"{version_dir} was built from other files than {manual_dir} holds now "
+                    f"({'; '.join(changes)}): delete that folder to rebuild it from them, or "
+                    "choose another data.tfds_dir")
+        return
+    parent = os.path.dirname(version_dir.rstrip("/"))
+    if os.path.isdir(parent):
+        for name in os.listdir(parent):
+            if name.startswith("incomplete."):
+                logging.warning("removing %s, left by a killed build", os.path.join(parent, name))
+                shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+    builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
+        manual_dir=manual_dir))
+    if sources is not None:
+        with open(os.path.join(version_dir, SOURCES_FILE), "w", encoding="utf-8") as f:
+            json.dump(sources, f)
 
 
 def prepared_sources(name: str, config, data_dir: str | None = None,

@@ -73,7 +73,11 @@ def episodes(records: Sequence[dict], nodes: NodeTable, graph: PanoGraph, vocab:
     lang_index = {lang: i for i, lang in enumerate(languages)}
     for i, rec in enumerate(records):
         where = f"instruction {rec['instruction_id']}"
-        ids = nodes.lookup([f"{rec['scan']}/{v}" for v in rec["path"]], "viewpoint")
+        try:
+            ids = nodes.lookup([f"{rec['scan']}/{v}" for v in rec["path"]], "viewpoint")
+        except KeyError as e:
+            raise ValueError(f"{where}, field 'path': {e.args[0]} (scan {rec['scan']}: is its "
+                             "connectivity graph the one the annotations were made on?") from None
         if len(ids) > max_path:
             raise ValueError(f"{where}: path of {len(ids)} viewpoints exceeds max_path={max_path}")
         path[i, :len(ids)] = ids

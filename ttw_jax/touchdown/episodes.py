@@ -21,7 +21,7 @@ def episodes(records: Sequence[dict], nodes: NodeTable, reference: TouchdownRefe
     `navigation_text`, `route_id`).
 
     Returns start_pano, start_heading, goal, route_len, gold_len, token_len, route_id: [E] int32;
-    route [E, max_route] (-1 padded); gold [E, horizon] actions (STOP padded; sequences longer than
+    route [E, max_route] (-1 padded; a longer route raises ValueError); gold [E, horizon] actions (STOP padded; sequences longer than
     the horizon are cut); tokens [E, max_tokens].
     """
     e = len(records)
@@ -30,7 +30,10 @@ def episodes(records: Sequence[dict], nodes: NodeTable, reference: TouchdownRefe
     route_len, gold_len = np.zeros(e, np.int32), np.zeros(e, np.int32)
     heading = np.zeros(e, np.int32)
     for i, rec in enumerate(records):
-        ids = nodes.lookup(rec["route_panoids"], "panorama")[:max_route]
+        ids = nodes.lookup(rec["route_panoids"], "panorama")
+        if len(ids) > max_route:
+            raise ValueError(f"route_id {rec['route_id']}: route of {len(ids)} panoramas exceeds "
+                             f"data.max_route={max_route}; raise it (SED compares whole routes)")
         route[i, :len(ids)] = ids
         route_len[i] = len(ids)
         heading[i] = round(rec["start_heading"]) % 360

@@ -36,12 +36,16 @@ def _fields(path: str, line_no: int, line: str, names: Sequence[str]) -> list[st
     return parts
 
 
-def _parse(path, line_no, name, value, kind):
+def _parse(path, line_no, name, value, kind, lo: float = -math.inf, hi: float = math.inf):
     try:
-        return kind(value)
+        out = kind(value)
     except ValueError:
         raise GraphFormatError(f"{path}:{line_no}: field '{name}' is not {kind.__name__}: "
                                f"{value!r}") from None
+    if not (math.isfinite(out) and lo <= out <= hi):
+        raise GraphFormatError(f"{path}:{line_no}: field '{name}' must be a finite number in "
+                               f"[{lo}, {hi}], got {value.strip()!r}")
+    return out
 
 
 def read_graph_files(graph_dir: str) -> tuple[list[NodeRow], list[LinkRow]]:
@@ -52,15 +56,28 @@ def read_graph_files(graph_dir: str) -> tuple[list[NodeRow], list[LinkRow]]:
         raise FileNotFoundError(f"Touchdown graph files missing: {', '.join(missing)}. "
                                 f"{SOURCE_HINT}")
     nodes: list[NodeRow] = []
+    seen: dict[str, int] = {}
     for i, line in read_lines(paths[0], GraphFormatError):
         pid, yaw, lat, lng = _fields(paths[0], i, line, ("panoid", "pano_yaw_angle", "lat", "lng"))
-        nodes.append((pid, _parse(paths[0], i, "pano_yaw_angle", yaw, float),
-                      _parse(paths[0], i, "lat", lat, float),
-                      _parse(paths[0], i, "lng", lng, float)))
+        if pid in seen:
+            raise GraphFormatError(f"{paths[0]}:{i}: field 'panoid': {pid!r} repeats line "
+                                   f"{seen[pid]}")
+        seen[pid] = i
+        nodes.append((pid, _parse(paths[0], i, "pano_yaw_angle", yaw, float, -360, 360),
+                      _parse(paths[0], i, "lat", lat, float, -90, 90),
+                      _parse(paths[0], i, "lng", lng, float, -180, 180)))
     links: list[LinkRow] = []
     for i, line in read_lines(paths[1], GraphFormatError):
         a, h, b = _fields(paths[1], i, line, ("start_panoid", "heading", "end_panoid"))
-        links.append((a, _parse(paths[1], i, "heading", h, int), b))
+
+        def known(name, pid):
+            if pid not in seen:
+                raise GraphFormatError(f"{paths[1]}:{i}: field '{name}': unknown panoid {pid!r} "
+                                       f"(not in {paths[0]})")
+            return pid
+
+        links.append((known("start_panoid", a), _parse(paths[1], i, "heading", h, int, -360, 720),
+                      known("end_panoid", b)))
     return nodes, links
 
 

@@ -34,8 +34,15 @@ def _navigation(f: core.Fields) -> dict:
             "navigation_text": f.string("navigation_text"),
             "route_panoids": list(f.get("route_panoids", core.list_of(core.is_nonempty_string, 2),
                                         "a list of >= 2 non-empty strings")),
-            "start_heading": f.number("start_heading", "a number"),
-            "end_heading": f.number("end_heading", "a number")}
+            "start_heading": float(f.get("start_heading", is_heading, HEADING)),
+            "end_heading": float(f.get("end_heading", is_heading, HEADING))}
+
+
+HEADING = "a heading in degrees (a number in [-360, 720])"
+
+
+def is_heading(v) -> bool:
+    return core.is_number(v) and -360 <= v <= 720
 
 
 def _heading(f: core.Fields, name: str) -> float:
@@ -48,8 +55,8 @@ def _heading(f: core.Fields, name: str) -> float:
         x = float(v) if isinstance(v, str) else v
     except ValueError:
         x = None
-    if not core.is_number(x):
-        raise f.bad(name, "a number or numeric string", v)
+    if not is_heading(x):
+        raise f.bad(name, HEADING + " or a numeric string", v)
     return float(x)
 
 

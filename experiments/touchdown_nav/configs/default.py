@@ -50,7 +50,7 @@ def get_config():
     c.data.eval_splits = "dev,test"
     c.data.dev_split = "dev"       # early stopping on its eval.metric
     c.data.max_tokens = 64
-    c.data.max_route = 80
+    c.data.max_route = 128          # longest route (panoramas); a longer one is an error
     c.data.features = ""           # .npz of panorama features; empty: synthetic features
     c.data.feature_width = 16      # synthetic features: columns per panorama
     c.data.feature_dim = 32

@@ -8,13 +8,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
+from absl import logging
 
 
 class Checkpointer:
     """Saves {'state', 'best_params'} pytrees plus a JSON dict of loop bookkeeping per step.
 
-    `restore_latest(template)` returns (pytrees, bookkeeping) of the newest complete checkpoint,
-    or None when the directory holds none. Incomplete (killed mid-write) steps are ignored.
+    `restore_latest(template)` returns (pytrees, bookkeeping) of the newest complete checkpoint
+    that restores, or None when the directory holds none. Incomplete (killed mid-write) steps are
+    ignored; a complete step that fails to restore (a truncated file, corrupt metadata) is named
+    in the log and skipped for the next older one, and (unless read-only) deleted, so that the
+    run can write that step again.
 
     The pytrees are data-parallel, i.e. replicated: they are saved and restored as host numpy
     arrays, which process 0 alone writes (orbax's numpy handler) and every process reads. That
@@ -26,7 +30,8 @@ class Checkpointer:
         options = (ocp.CheckpointManagerOptions(read_only=True) if read_only else
                    ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True,
                                                 cleanup_tmp_directories=True))
-        self.manager = ocp.CheckpointManager(os.path.abspath(directory), options=options,
+        self.directory, self.read_only = os.path.abspath(directory), read_only
+        self.manager = ocp.CheckpointManager(self.directory, options=options,
                                              item_names=("train", "meta"))
 
     def save(self, step: int, train: Any, meta: dict) -> None:
@@ -39,17 +44,32 @@ class Checkpointer:
         return self.manager.latest_step()
 
     def restore_latest(self, template: Any) -> tuple[Any, dict] | None:
-        step = self.manager.latest_step()
-        if step is None:
+        steps = sorted(self.manager.all_steps(), reverse=True)
+        if not steps:
             return None
         # numpy leaves of the template's shapes and dtypes (np.empty touches no memory); a
         # Python scalar leaf (TrainState.step before the first update) takes JAX's dtype for it
         abstract = jax.tree_util.tree_map(
             lambda x: np.empty(np.shape(x), getattr(x, "dtype", None) or jnp.result_type(x)),
             template)
-        out = self.manager.restore(step, args=ocp.args.Composite(
-            train=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()))
-        return out["train"], dict(out["meta"])
+        failures = []
+        for step in steps:
+            try:
+                out = self.manager.restore(step, args=ocp.args.Composite(
+                    train=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()))
+            except Exception as e:   # orbax raises many kinds for a damaged step
+                failures.append(f"step {step}: {type(e).__name__}: {str(e)[:200]}")
+                logging.warning("checkpoint %d in %s does not restore (%s: %s); trying an older one",
+                                step, self.directory, type(e).__name__, str(e)[:200])
+                continue
+            for bad in steps[:len(failures)]:
+                if not self.read_only:
+                    self.manager.delete(bad)
+            if failures:
+                logging.warning("resuming from checkpoint %d of %s (newer ones did not restore)",
+                                step, self.directory)
+            return out["train"], dict(out["meta"])
+        raise RuntimeError(f"no checkpoint in {self.directory} restores: " + "; ".join(failures))
 
     def close(self) -> None:
         self.manager.close()

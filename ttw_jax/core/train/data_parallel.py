@@ -33,6 +33,9 @@ def batch_sharded(mesh: Mesh) -> NamedSharding:
 
 
 def check_batch_size(batch_size: int, mesh: Mesh) -> None:
+    if batch_size <= 0:
+        raise ValueError(f"batch size must be a positive multiple of the {mesh.size} devices of "
+                         f"the '{AXIS}' mesh, got {batch_size}")
     if batch_size % mesh.size:
         raise ValueError(f"batch size {batch_size} is not divisible by the {mesh.size} devices "
                          f"of the '{AXIS}' mesh; pick a multiple of {mesh.size}")

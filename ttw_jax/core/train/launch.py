@@ -26,6 +26,44 @@ def renamed_flag_errors(argv: Sequence[str], renamed: Mapping[str, str]) -> list
     return errors
 
 
+def unknown_config_keys(argv: Sequence[str], config) -> list[str]:
+    """One message per `--config.<key>=...` override in `argv` that `config` (a ConfigDict) has
+    no field for, with the closest existing keys."""
+    import difflib
+
+    def keys(node, prefix=""):
+        for k in node.keys():
+            v = node[k]
+            yield prefix + k
+            if hasattr(v, "keys"):
+                yield from keys(v, prefix + k + ".")
+
+    known = list(keys(config))
+    errors = []
+    for arg in argv[1:]:
+        if not arg.startswith("--config."):
+            continue
+        key = arg[len("--config."):].split("=", 1)[0]
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=3)
+            errors.append(f"--config.{key}: no such config key"
+                          + (f"; did you mean {', '.join(close)}?" if close else ""))
+    return errors
+
+
+def _selected_config(argv: Sequence[str], default_path: str):
+    """The ConfigDict a launch would build from `argv`'s --config (else the default file)."""
+    import importlib.util
+    paths = [a.split("=", 1)[1] for a in argv if a.startswith("--config=")]
+    path = paths[-1] if paths else default_path
+    if not os.path.isfile(path):
+        return None   # ml_collections reports a missing file itself
+    spec = importlib.util.spec_from_file_location("_launch_config", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config()
+
+
 def resolve_config_paths(argv: Sequence[str], configs_dir: str) -> list[str]:
     """`--config=<path>` as given when it exists; else the file of that name in `configs_dir`
     (`--config=r2r` or `--config=r2r.py` picks `<configs_dir>/r2r.py` from any directory)."""
@@ -90,6 +128,11 @@ def launch(train_and_evaluate: Callable[..., dict], default_config: types.Module
         sys.stderr.write("\n".join(["renamed config keys:", *errors]) + "\n")
         sys.exit(2)
     sys.argv[:] = resolve_config_paths(sys.argv, os.path.dirname(default_path))
+    selected = _selected_config(sys.argv, default_path)
+    errors = unknown_config_keys(sys.argv, selected) if selected is not None else []
+    if errors:
+        sys.stderr.write("\n".join(["unknown config keys:", *errors]) + "\n")
+        sys.exit(2)
     flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics, plots and results.")
     flags.DEFINE_bool("multihost", False, "Call jax.distributed.initialize() before anything else.")
     flags.DEFINE_string("coordinator_address", None, "--multihost: host:port of process 0 "
