@@ -69,7 +69,18 @@ def prepare(builder_cls, config, tfds_dir: str | None = None,
     """Builds `<name>/<config>` (a name or a config object) in `tfds_dir` (None: the TFDS
     default) unless it is already there; `manual_dir` holds the manual downloads. A dataset
     already built from other files than `manual_dir` holds now is refused (ValueError naming
-    them and the folder to delete)."""
+    them and the folder to delete). With several JAX processes, process 0 alone builds and the
+    others wait for it at a barrier (a shared data dir would otherwise race)."""
+    import jax
+    if jax.process_count() == 1:
+        return _prepare(builder_cls, config, tfds_dir, manual_dir)
+    from jax.experimental import multihost_utils
+    if jax.process_index() == 0:
+        _prepare(builder_cls, config, tfds_dir, manual_dir)
+    multihost_utils.sync_global_devices(f"ttw prepare {builder_cls.name}/{config}")
+
+
+def _prepare(builder_cls, config, tfds_dir, manual_dir) -> None:
     builder = builder_cls(config=builder_config(builder_cls, config), data_dir=tfds_dir,
                           file_format="array_record")
     version_dir = os.fspath(builder.data_dir)

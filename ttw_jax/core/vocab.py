@@ -85,8 +85,12 @@ class Vocabulary:
         return ids, lengths
 
     def save(self, path: str) -> None:
-        with open(path, "w", encoding="utf-8") as f:
+        """Writes `path` atomically (a temporary file renamed over it): another process never
+        reads half a vocabulary."""
+        tmp = f"{path}.tmp.{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
             json.dump(list(self.words), f)
+        os.replace(tmp, path)
 
     @classmethod
     def load(cls, path: str) -> "Vocabulary":

@@ -17,6 +17,15 @@ def flatten(d: dict, prefix: str = "") -> dict:
     return out
 
 
+def write_json(path: str, obj, **kw) -> None:
+    """json.dump to `path` atomically (a temporary file renamed over it), so a process reading
+    it while another writes never sees half a file."""
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, **kw)
+    os.replace(tmp, path)
+
+
 def check_workdir_config(config: ml_collections.ConfigDict, workdir: str,
                          resumable: Sequence[str] = ()) -> None:
     """Records the config in `<workdir>/config.json`; refuses to resume a run whose config differs
@@ -33,13 +42,11 @@ def check_workdir_config(config: ml_collections.ConfigDict, workdir: str,
             raise ValueError(f"{workdir} holds a run with another config ({'; '.join(diff)}); "
                              "resume it with the same config or choose a new --workdir")
     if jax.process_index() == 0:
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(current, f, indent=2)
+        write_json(path, current, indent=2)
 
 
 def write_results(workdir: str, results: dict, summary: str) -> None:
     """Process 0 writes `<workdir>/results.json` and prints the human-readable `summary`."""
     if jax.process_index() == 0:
-        with open(os.path.join(workdir, "results.json"), "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=2)
+        write_json(os.path.join(workdir, "results.json"), results, indent=2)
         print(summary)
