@@ -24,7 +24,7 @@ import optax
 from flax.training import train_state
 
 from ttw_jax.core.train import data_parallel as dp
-from ttw_jax.core.train.run import EVAL, INIT, STEPS, Run, check_eval, make_optimizer
+from ttw_jax.core.train.run import EVAL, INIT, Run, check_eval, evaluate_best, make_optimizer
 from ttw_jax.core.train.workdir import flatten
 from ttw_jax.talk_the_walk import env as grid, figures, maps, walks
 from ttw_jax.talk_the_walk.emergent.evaluation import evaluate_full_task, make_evaluator
@@ -138,7 +138,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     if config.data.train_walks == "enumerated":
         sample, per_epoch = epoch_sampler(run.replicate(examples["train"]), config.batch_size,
                                           jax.random.fold_in(run.key(INIT), 1), run.mesh)
-        step_fn_sample = lambda k, step: sample(step)
+        sample_batch, pass_step = (lambda k, step: sample(step)), True
         fit_config = ml_collections.ConfigDict(config.to_dict())
         fit_config.num_steps = config.num_epochs * per_epoch
         fit_config.eval_every = config.eval_every_epochs * per_epoch
@@ -147,7 +147,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         sample_walks = jax.jit(lambda k, tbl: walks.sample_batch(
             k, tbl, config.batch_size, config.T, **walk_kwargs(config)),
             out_shardings=dp.batch_sharded(run.mesh))
-        step_fn_sample = lambda k, step: sample_walks(k, train_table)
+        sample_batch, pass_step = (lambda k: sample_walks(k, train_table)), False
     state = train_state.TrainState.create(
         apply_fn=model.apply, params=init_params(config, model, tables["train"], run.key(INIT)),
         tx=make_tx(config, fit_config.num_steps))
@@ -156,16 +156,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                                                       reduction=config.loss_reduction), run.mesh)
     evaluators = {greedy: make_evaluator(model, run.mesh, config.eval.chunk_size, greedy)
                   for greedy in ((True, False) if discrete else (True,))}
-    evaluate = evaluators[config.eval.greedy_messages or not discrete]
-
-    step_key = run.key(STEPS)
-
-    def step_fn(state, step):
-        k_data, k_step = jax.random.split(jax.random.fold_in(step_key, step))
-        return train_step(state, step_fn_sample(k_data, step), k_step)
+    selected = config.eval.greedy_messages or not discrete   # the bits that pick the best step
+    evaluate = evaluators[selected]
 
     state, best_params, meta = run.fit(
-        state, step_fn, lambda params: {"accuracy": evaluate(params, examples["valid"])},
+        state, run.step_fn(train_step, sample_batch, pass_step=pass_step),
+        lambda params: {"accuracy": evaluate(params, examples["valid"])},
         eval_prefix="valid", hooks=hooks, config=fit_config)
     step = meta["step"]
 
@@ -177,8 +173,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         ex = examples[split]
         correct, total = bound(tables[split], condition_on_actions=True, examples=ex)
         correct_na, _ = bound(tables[split], condition_on_actions=False, examples=ex)
-        accuracy = {greedy: fn(best_params, ex) for greedy, fn in evaluators.items()}
-        results[split] = {"accuracy": accuracy[config.eval.greedy_messages or not discrete],
+        accuracy = {greedy: fn(best_params, ex) for greedy, fn in evaluators.items()
+                    if greedy != selected}
+        # the selected bits: on valid, fit's own evaluation at the best step (not a second one)
+        accuracy[selected] = evaluate_best(
+            meta, split, "valid", lambda: {"accuracy": evaluate(best_params, ex)})["accuracy"]
+        results[split] = {"accuracy": accuracy[selected],
                           "upper_bound": correct / total, "upper_bound_no_actions": correct_na / total,
                           "examples": total}
         if discrete:   # both ways of sending the bits

@@ -19,7 +19,7 @@ import shlex
 import pytest
 
 from tests.conftest import ROOT
-from ttw_jax.core.train.launch import resolve_config_paths
+from ttw_jax.core.train.launch import resolve_config_paths, selected_config
 
 DOCS = ("README.md", "BUILD.md")
 LAUNCHER_FLAGS = {"workdir", "multihost", "config", "coordinator_address", "num_processes",
@@ -99,12 +99,7 @@ def config_of(main_module: str, flag_args: list[str]):
     configs_dir = os.path.join(os.path.dirname(importlib.util.find_spec(main_module).origin),
                                "configs")
     args = resolve_config_paths(["main", *flag_args], configs_dir)
-    explicit = [a.split("=", 1)[1] for a in args if a.startswith("--config=")]
-    path = explicit[0] if explicit else os.path.join(configs_dir, "default.py")
-    spec = importlib.util.spec_from_file_location("documented_config", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config()
+    return selected_config(args, os.path.join(configs_dir, "default.py"))
 
 
 def has_field(config, dotted: str) -> bool:

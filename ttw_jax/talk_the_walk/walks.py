@@ -64,11 +64,6 @@ def action_sequences(T: int, actions=tuple(range(grid.NUM_AGNOSTIC_ACTIONS))) ->
         len(actions) ** T, T)
 
 
-def num_starts(table_shape, orientation_aware: bool = False) -> int:
-    """Start states per window: every corner, times 4 orientations for an aware tourist."""
-    return table_shape[1] * table_shape[2] * (4 if orientation_aware else 1)
-
-
 # One jitted program for every enumeration (static: orientation_aware).
 _replay = jax.jit(jax.vmap(grid.walk, in_axes=(0, 0, 0, None)), static_argnums=3)
 

@@ -51,7 +51,7 @@ def unknown_config_keys(argv: Sequence[str], config) -> list[str]:
     return errors
 
 
-def _selected_config(argv: Sequence[str], default_path: str):
+def selected_config(argv: Sequence[str], default_path: str):
     """The ConfigDict a launch would build from `argv`'s --config (else the default file)."""
     import importlib.util
     paths = [a.split("=", 1)[1] for a in argv if a.startswith("--config=")]
@@ -128,7 +128,7 @@ def launch(train_and_evaluate: Callable[..., dict], default_config: types.Module
         sys.stderr.write("\n".join(["renamed config keys:", *errors]) + "\n")
         sys.exit(2)
     sys.argv[:] = resolve_config_paths(sys.argv, os.path.dirname(default_path))
-    selected = _selected_config(sys.argv, default_path)
+    selected = selected_config(sys.argv, default_path)
     errors = unknown_config_keys(sys.argv, selected) if selected is not None else []
     if errors:
         sys.stderr.write("\n".join(["unknown config keys:", *errors]) + "\n")

@@ -138,15 +138,18 @@ class Run:
     def replicate(self, tree):
         return dp.replicate(tree, self.mesh)
 
-    def step_fn(self, train_step: Callable, sample: Callable[[jax.Array], Any], *consts,
-                key: jax.Array | None = None) -> Callable[[Any, int], tuple[Any, dict]]:
+    def step_fn(self, train_step: Callable, sample: Callable[..., Any], *consts,
+                key: jax.Array | None = None,
+                pass_step: bool = False) -> Callable[[Any, int], tuple[Any, dict]]:
         """step_fn(state, step) for `fit`: splits `fold_in(key, step)` (default `key(STEPS)`) into
-        a data key for `sample` and the step's own key, so a resumed run draws the same data."""
+        a data key for `sample` and the step's own key, so a resumed run draws the same data.
+        `pass_step`: `sample(data_key, step)` (a sampler indexed by the step, e.g. epochs)."""
         step_key = self.key(STEPS) if key is None else key
 
         def step_fn(state, step):
             k_data, k_step = jax.random.split(jax.random.fold_in(step_key, step))
-            return train_step(state, sample(k_data), k_step, *consts)
+            batch = sample(k_data, step) if pass_step else sample(k_data)
+            return train_step(state, batch, k_step, *consts)
         return step_fn
 
     def fit(self, state, step_fn: Callable, evaluate: Callable[[Any], dict], *,
