@@ -11,7 +11,6 @@ the baselines, the assembly after perfect navigation (the paper's Table 6) when
 """
 from __future__ import annotations
 
-import os
 import zlib
 from typing import Callable, Sequence
 
@@ -20,6 +19,7 @@ import jax.numpy as jnp
 import ml_collections
 from flax.training import train_state
 
+from ttw_jax.core import paths
 from ttw_jax.arramon import (dataset as arramon_data, episodes as ae, evaluation as arr_eval,
                              figures, metrics as arramon_metrics, records as arramon_records,
                              views as arramon_view)
@@ -75,7 +75,7 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
     elif any(s in PARTITIONS for s in wanted):
         raise ValueError("partition_* splits need config.data.partition_split")
     vocab = Vocabulary.load_or_build(
-        os.path.join(workdir, "vocab.json"),
+        paths.resolve(workdir) / "vocab.json",
         (s for r in records[d.train_split] for key in ("navi_inst_gt", "assem_inst_gt")
          for s in r["instructions"][key]), save=jax.process_index() == 0)
     # The walkable map belongs to the source split (a partition shares its split's map).
@@ -215,7 +215,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
             paths = run_split(agent, best_params, split, keep_episodes=True,
                               first=config.eval.num_figures)["episodes"]
         figures.plot_trajectories(data["walkable"][split], data["episodes"][split],
-                                  paths, os.path.join(workdir, "trajectories.png"),
+                                  paths, run.workdir / "trajectories.png",
                                   f"{config.model.name.upper()}, {split}, best step "
                                   f"{meta['best_step']}")
     return run.finish(results, format_results(results))

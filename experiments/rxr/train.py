@@ -12,7 +12,7 @@ the model trains on.
 """
 from __future__ import annotations
 
-import os
+import functools
 from typing import Callable, Sequence
 
 import jax
@@ -21,6 +21,7 @@ import ml_collections
 import numpy as np
 from flax.training import train_state
 
+from ttw_jax.core import paths
 from ttw_jax.core.env import PolicyFactory, replay_policy
 from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.core.train.run import (EVAL, INIT, Run, check_eval, make_optimizer, mean_over_seeds,
@@ -85,15 +86,17 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
     scans = sorted({r["scan"] for s in wanted for r in records[s]})
     graph, nodes, scan_of = load_matterport_graph(d.connectivity_dir, scans)
     vocab = Vocabulary.load_or_build(
-        os.path.join(workdir, "vocab.json"), (r["instruction"] for r in records[d.train_split]),
+        paths.resolve(workdir) / "vocab.json", (r["instruction"] for r in records[d.train_split]),
         save=jax.process_index() == 0)
     languages = sorted({r["language"] for s in wanted for r in records[s]})
     # 0: as long as the longest reference path of the loaded splits
     max_path = d.max_path if d.max_path > 0 else max(len(r["path"]) for s in wanted
                                                      for r in records[s])
-    episodes = {s: rxr_episodes.episodes(records[s], nodes, graph, vocab, languages,
-                                         d.max_tokens, max_path, d.text_features)
-                for s in wanted}
+    episodes = {s: rxr_episodes.episodes(
+        records[s], nodes, graph, vocab, languages, d.max_tokens, max_path, d.text_features,
+        locate=functools.partial(rxr_data.record_location, d.tfds_config,
+                                 d.train_split if s == HOLDOUT else s, manual_dir=manual or None))
+        for s in wanted}
     return dict(graph=graph, nodes=nodes, geodesic=geodesic_table(graph, scan_of), vocab=vocab,
                 languages=languages, episodes=episodes, max_path=max_path,
                 features=view_feature_table(config, graph, nodes))
@@ -141,7 +144,7 @@ def write_split_predictions(workdir: str, split: str, data: dict, per_episode: d
     name = f"predictions_{split}.json" + ("" if r2r else "l")
     rows = predictions.prediction_rows(per_episode["path"], per_episode["path_len"], eps,
                                        data["nodes"], data["graph"], fmt)
-    predictions.write_predictions(os.path.join(workdir, name), rows, fmt)
+    predictions.write_predictions(paths.resolve(workdir) / name, rows, fmt)
     return name
 
 

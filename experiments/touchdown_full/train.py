@@ -11,7 +11,6 @@ with perfect navigation). It writes `full_task.png`: the SDR prediction where th
 from __future__ import annotations
 
 import json
-import os
 from typing import Callable, Sequence
 
 import jax
@@ -25,6 +24,7 @@ from experiments.touchdown_nav.configs import default as nav_default
 from experiments.touchdown_sdr import train as sdr_train
 from experiments.touchdown_sdr.configs import default as sdr_default
 from ttw_datasets.touchdown import touchdown_dataset_builder as td_builder
+from ttw_jax.core import paths
 from ttw_jax.core.train.checkpoint import restore_best_params
 from ttw_jax.core.train.run import EVAL, Run, make_optimizer
 from ttw_jax.core.train.workdir import flatten
@@ -52,12 +52,11 @@ def stage_config(config: ml_collections.ConfigDict, stage: str) -> ml_collection
     set, else the sub-config; the data paths set in `config.data` override the stage's."""
     workdir = config[f"{stage}_workdir"]
     if workdir:
-        path = os.path.join(workdir, "config.json")
-        if not os.path.isfile(path):
+        path = paths.resolve(workdir) / "config.json"
+        if not path.is_file():
             raise FileNotFoundError(f"{stage}_workdir={workdir} holds no config.json: not a run "
                                     f"of experiments.touchdown_{stage}")
-        with open(path, encoding="utf-8") as f:
-            saved = flatten(json.load(f))
+        saved = flatten(json.loads(path.read_text(encoding="utf-8")))
         c = DEFAULTS[stage].get_config()
         known = flatten(c.to_dict())
         c.update_from_flattened_dict({k: v for k, v in saved.items() if k in known})
@@ -134,7 +133,7 @@ def sdr_views(config, sdr_cfg, nav: dict) -> dict:
 def resolve(config, sdr_cfg, sdr_dir: str, views: dict, keep: Sequence[int]):
     """(distance [V] in px of the SDR run's prediction on every view, predicted maps of the
     views `keep`, best step)."""
-    vocab = Vocabulary.load(os.path.join(sdr_dir, "vocab.json"))
+    vocab = Vocabulary.load(paths.resolve(sdr_dir) / "vocab.json")
     model = sdr_train.build_model(sdr_cfg, len(vocab))
     tokens, token_len = vocab.encode(views["text"], sdr_cfg.data.max_tokens,
                                      "descriptions (sdr.data.max_tokens)")
@@ -155,7 +154,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     dirs = {}
     for stage, trainer in (("nav", nav_train), ("sdr", sdr_train)):
         cfg = stage_config(config, stage)
-        dirs[stage] = config[f"{stage}_workdir"] or os.path.join(workdir, stage)
+        dirs[stage] = str(paths.resolve(config[f"{stage}_workdir"] or run.workdir / stage))
         if not config[f"{stage}_workdir"]:
             trainer.train_and_evaluate(cfg, dirs[stage], hooks=hooks)
         dirs[stage + "_cfg"] = cfg
@@ -190,7 +189,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
             np.asarray(sdr_metrics.center_to_pixel(v["center"], h, w)), dists[drawn],
             [f"[route {r}, agent stopped at the {which} view] {t}"
              for r, which, t in zip(v["route_id"], v["which"], v["text"])],
-            os.path.join(workdir, "full_task.png"))
+            run.workdir / "full_task.png")
     return run.finish(results, format_results(results))
 
 

@@ -10,7 +10,6 @@ check of its rules) and runs the baselines on the evaluation splits (Chen et al.
 """
 from __future__ import annotations
 
-import os
 from typing import Callable, Sequence
 
 import jax
@@ -18,6 +17,7 @@ import jax.numpy as jnp
 import ml_collections
 from flax.training import train_state
 
+from ttw_jax.core import paths
 from ttw_jax.core.env import PolicyFactory, replay_policy
 from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.core.train.run import (EVAL, INIT, Run, check_eval, evaluate_best, make_optimizer,
@@ -27,7 +27,7 @@ from ttw_jax.touchdown import (env as td, episodes as nav_episodes, evaluation a
                                features as pano_features)
 from ttw_jax.touchdown.agents import (ABLATIONS, IMAGE_ENCODERS, Navigator, navigator_policy,
                                      official_cnn_min_size)
-from ttw_jax.touchdown.dataset import load_touchdown_split_records
+from ttw_jax.touchdown.dataset import load_touchdown_split_records, locator
 from ttw_jax.touchdown.losses import imitation_loss
 from ttw_jax.touchdown.reference import TouchdownReference
 
@@ -48,12 +48,14 @@ def load_data(config: ml_collections.ConfigDict, workdir: str, wanted: Sequence[
         d.tfds_config, sorted(set(wanted)), tfds_dir=d.tfds_dir or None,
         manual_dir=d.manual_dir or None, graph_dir=d.graph_dir or None)
     texts = (r["navigation_text"] for r in records.get(d.train_split, []))
-    vocab = Vocabulary.load_or_build(os.path.join(workdir, "vocab.json"), texts,
+    vocab = Vocabulary.load_or_build(paths.resolve(workdir) / "vocab.json", texts,
                                      save=jax.process_index() == 0)
     reference = TouchdownReference(links)
-    episodes = {s: nav_episodes.episodes(records[s], nodes, reference, vocab, d.max_tokens,
-                                          d.max_route, max(config.train_horizon, config.eval.horizon))
-                for s in set(wanted)}
+    episodes = {s: nav_episodes.episodes(
+        records[s], nodes, reference, vocab, d.max_tokens, d.max_route,
+        max(config.train_horizon, config.eval.horizon),
+        locate=locator(d.tfds_config, s, d.manual_dir or None))
+        for s in set(wanted)}
     official = config.model.image_encoder == "official"
     if d.features:
         features, convention = pano_features.load_pano_features(d.features, nodes)

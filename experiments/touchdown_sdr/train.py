@@ -9,7 +9,6 @@ baselines, and writes heatmaps of predicted distributions with the gold location
 """
 from __future__ import annotations
 
-import os
 from typing import Callable, Sequence
 
 import jax
@@ -18,6 +17,7 @@ import numpy as np
 from flax.training import train_state
 
 from ttw_datasets.touchdown import touchdown_dataset_builder as td_builder
+from ttw_jax.core import paths
 from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.core.train.run import (INIT, STEPS, Run, check_eval, evaluate_best, make_optimizer,
                                     mean_over_seeds)
@@ -63,7 +63,7 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
                          f"{sorted(raw)}")
     splits = dict(zip(("train", "tune"), split_tune(raw["train"], d.tune_fraction, config.seed)))
     splits.update({s: raw[s] for s in evals})
-    vocab = Vocabulary.load_or_build(os.path.join(workdir, "vocab.json"), splits["train"]["text"],
+    vocab = Vocabulary.load_or_build(paths.resolve(workdir) / "vocab.json", splits["train"]["text"],
                                      save=jax.process_index() == 0)
     out = {}
     for name, s in splits.items():
@@ -188,7 +188,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                 np.abs(s["features"].astype(np.float32)).mean(-1), probs,
                 np.asarray(gaussian_target(s["center"], h, w, config.sigma)),
                 np.asarray(sdr_metrics.center_to_pixel(s["center"], h, w)), dists[drawn],
-                s["text"], os.path.join(workdir, "heatmaps.png"))
+                s["text"], run.workdir / "heatmaps.png")
     return run.finish(results, format_results(results))
 
 

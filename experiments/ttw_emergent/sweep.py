@@ -14,7 +14,6 @@ sampled bits) and of test full-task success, beside the bounds.
 from __future__ import annotations
 
 import json
-import os
 from typing import Sequence
 
 import jax
@@ -23,6 +22,8 @@ import numpy as np
 
 from experiments.ttw_emergent import train
 from experiments.ttw_emergent.configs.discrete import make_discrete
+from ttw_jax.core import paths
+from ttw_jax.core.train.workdir import write_json
 from ttw_jax.talk_the_walk import maps
 
 COMMS = ("continuous", "discrete")
@@ -37,19 +38,18 @@ def run_config(base: ml_collections.ConfigDict, model: str, comm: str,
     return make_discrete(c) if comm == "discrete" else c
 
 
-def run_sweep(config: ml_collections.ConfigDict, workdir: str, seeds: Sequence[int],
+def run_sweep(config: ml_collections.ConfigDict, workdir: paths.PathLike, seeds: Sequence[int],
               models: Sequence[str], comms: Sequence[str]) -> dict:
     """Trains (or reads back) every run and writes the table; returns {row name: summary}."""
-    runs = {}
+    runs, workdir = {}, paths.resolve(workdir)
     for model in models:
         for comm in comms:
             for seed in seeds:
                 c = run_config(config, model, comm, seed)
-                rdir = os.path.join(workdir, f"{model}_{comm}_s{seed}")
-                done = os.path.join(rdir, "results.json")
-                if os.path.exists(done):
-                    with open(done, encoding="utf-8") as f:
-                        res = json.load(f)
+                rdir = workdir / f"{model}_{comm}_s{seed}"
+                done = rdir / "results.json"
+                if done.exists():
+                    res = json.loads(done.read_text(encoding="utf-8"))
                     if res["config"] != c.to_dict():
                         raise ValueError(f"{rdir} holds a finished run with another config; "
                                          "choose a new --workdir")
@@ -58,11 +58,9 @@ def run_sweep(config: ml_collections.ConfigDict, workdir: str, seeds: Sequence[i
                 runs.setdefault(f"{model}, {comm}", []).append(res)
     summary = {name: summarize(rs) for name, rs in runs.items()}
     if jax.process_index() == 0:
-        with open(os.path.join(workdir, "sweep.json"), "w", encoding="utf-8") as f:
-            json.dump({"seeds": list(seeds), "rows": summary}, f, indent=2)
+        write_json(workdir / "sweep.json", {"seeds": list(seeds), "rows": summary}, indent=2)
         table = to_markdown(summary, runs, len(seeds))
-        with open(os.path.join(workdir, "sweep.md"), "w", encoding="utf-8") as f:
-            f.write(table + "\n")
+        paths.write_text(workdir / "sweep.md", table + "\n")
         print(table)
     return summary
 

@@ -13,7 +13,6 @@ facing away from the intersection). Discrete messages are scored with greedy and
 from __future__ import annotations
 
 import functools
-import os
 from typing import Callable, Sequence
 
 import jax
@@ -23,6 +22,7 @@ import numpy as np
 import optax
 from flax.training import train_state
 
+from ttw_jax.core import paths
 from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.core.train.run import EVAL, INIT, Run, check_eval, evaluate_best, make_optimizer
 from ttw_jax.core.train.workdir import flatten
@@ -197,13 +197,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                                     for k, v in flatten(results[split]).items()
                                     if isinstance(v, (int, float)) and k != "examples"})
     if jax.process_index() == 0 and config.write_plots:
-        write_plots(config, model, best_params, run.writer.history(), results, workdir)
+        write_plots(config, model, best_params, run.writer.history(), results, run.workdir)
     return run.finish(results, format_results(results))
 
 
-def write_plots(config, model: Localizer, params, history, results, workdir: str) -> None:
+def write_plots(config, model: Localizer, params, history, results,
+                workdir: paths.PathLike) -> None:
     figures.plot_localization_curve(
-        history, os.path.join(workdir, "learning_curve.png"),
+        history, paths.resolve(workdir) / "learning_curve.png",
         bounds={"valid upper bound": results["valid"]["upper_bound"],
                 "valid upper bound, no actions": results["valid"]["upper_bound_no_actions"]},
         chance=1.0 / maps.WINDOW ** 2)   # one of the window's corners
@@ -214,7 +215,7 @@ def write_plots(config, model: Localizer, params, history, results, workdir: str
                            for s in (AWARE_MASK_SEQUENCES if aware else MASK_SEQUENCES)])
         masks = model.apply({"params": params}, jnp.asarray(seqs), method=Localizer.masks)
         labels = ["-".join(grid.ACTION_NAMES[a] for a in s) for s in seqs]
-        figures.plot_masks(np.asarray(masks), labels, os.path.join(workdir, "masc_masks.png"))
+        figures.plot_masks(np.asarray(masks), labels, paths.resolve(workdir) / "masc_masks.png")
 
 
 def format_results(results: dict) -> str:

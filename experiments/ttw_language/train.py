@@ -23,7 +23,6 @@ holds tourist utterances for test examples per T (Table 16).
 from __future__ import annotations
 
 import functools
-import os
 from typing import Callable, Sequence
 
 import jax
@@ -32,6 +31,7 @@ import ml_collections
 import numpy as np
 from flax.training import train_state
 
+from ttw_jax.core import paths
 from ttw_jax.core.chunks import map_in_chunks
 from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.core.train.run import Run, evaluate_best, make_optimizer, optim_config
@@ -57,8 +57,8 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
     d = config.data
     dialogues, nmaps = ttw_language_data.load_dialogues(d.tfds_config, d.tfds_dir or None,
                                                         d.manual_dir or None)
-    vocab_path = os.path.join(workdir, "vocab.json")
-    if os.path.exists(vocab_path):
+    vocab_path = paths.resolve(workdir) / "vocab.json"
+    if vocab_path.exists():
         vocab = Vocabulary.load(vocab_path)
     else:
         vocab = td.build_vocab(td.dialogue_texts(dialogues["train"]), min_count=d.min_count)
@@ -93,8 +93,8 @@ def run_stage(run: Run, stage, name: str, params, loss_fn: Callable, sample: Cal
               evaluate: Callable, metric: str, mode: str, key, consts: Sequence = (), hooks=()):
     """Trains `params` with Adam at `stage.learning_rate` on `loss_fn` (batches from sample(key))
     in `<workdir>/<name>`; returns (best params, meta)."""
-    stage_dir = os.path.join(run.workdir, name)
-    os.makedirs(stage_dir, exist_ok=True)
+    stage_dir = run.workdir / name
+    stage_dir.mkdir(parents=True, exist_ok=True)
     state = train_state.TrainState.create(
         apply_fn=None, params=params,
         tx=make_optimizer(optim_config(stage.learning_rate), stage.num_steps))
@@ -405,8 +405,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                 jax.random.fold_in(run.key(200 + T), 9))
     samples = format_samples(config, data, tourist, tparams, pg_params, run.key(500))
     if jax.process_index() == 0:
-        with open(os.path.join(run.workdir, "samples.md"), "w", encoding="utf-8") as f:
-            f.write(samples)
+        paths.write_text(run.workdir / "samples.md", samples)
     return run.finish(results, format_results(results))
 
 

@@ -206,3 +206,12 @@ def test_evaluation_keeps_the_guides_and_groups_results_as_the_paper():
     got = group_means(per, groups, ["en", "hi", "te"])
     assert set(got) == {"en", "hi"} and got["en"]["sr"] == pytest.approx(2 / 3)
     assert got["hi"]["ndtw"] == 0.0
+
+
+def test_an_unknown_viewpoint_names_where_the_record_comes_from():
+    graph, nodes = square()
+    vocab = Vocabulary.build(["walk"])
+    with pytest.raises(ValueError, match=r"^R2R_val_seen.json: entry 4: instruction 9, field "
+                                         r"'path': unknown viewpoint id 's/z'"):
+        episodes([record(instruction_id=9, path=["a", "z"])], nodes, graph, vocab, ["en-US"], 6,
+                 4, locate=lambda rec: "R2R_val_seen.json: entry 4")

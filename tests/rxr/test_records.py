@@ -572,3 +572,16 @@ def test_text_features_in_the_release_layout(tmp_path):
         "/m/text_features/rxr_val_seen/000007_en_text_features.npz",
         "/m/text_features/000007_en_text_features.npz",
         "/m/pose_traces/rxr_val_seen/000007_en_text_features.npz"]
+
+
+def test_record_location_names_the_file_and_entry_or_line(tmp_path):
+    from ttw_jax.rxr.dataset import record_location
+    write_r2r(tmp_path, [r2r_entry(5), r2r_entry(7)])
+    r2r = rr.read_r2r(str(tmp_path / "R2R_val_seen.json"))
+    assert record_location("r2r", "val_seen", r2r[4], str(tmp_path)) == \
+        f"{tmp_path / 'R2R_val_seen.json'}: entry 1"
+    rxr_path = write_jsonl(tmp_path / "rxr_val_seen_guide.jsonl", [rxr_line(3), rxr_line(8)])
+    rec = next(r for r in rr.read_rxr(rxr_path) if r["instruction_id"] == 8)
+    assert record_location("rxr_en", "val_seen", rec, str(tmp_path)) == f"{rxr_path}:2"
+    # no manual files at hand (a prepared dataset, synthetic data): the dataset and split
+    assert record_location("synthetic", "train", rec, None) == "rxr/synthetic:train"

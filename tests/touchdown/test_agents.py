@@ -44,6 +44,9 @@ def test_a_route_longer_than_max_route_is_refused_by_route_id(world):
                                          f"panoramas exceeds data.max_route={longest - 1}"):
         nav_episodes.episodes([rec], world["table"], TouchdownReference(world["links"]),
                               world["vocab"], 48, longest - 1, 40)
+    with pytest.raises(ValueError, match=f"^train.json:7: route_id {rec['route_id']}: route"):
+        nav_episodes.episodes([rec], world["table"], TouchdownReference(world["links"]),
+                              world["vocab"], 48, longest - 1, 40, locate=lambda r: "train.json:7")
 
 
 def test_vocabulary_and_episode_arrays(world):

@@ -144,6 +144,15 @@ def test_check_panoids(tmp_path):
     records = [record(1, route_panoids=["a", "b"]), record(2, route_panoids=["b", "zz", "a"])]
     tr.check_panoids(records[:1], {"a": 0, "b": 1}, "dev.json")
     with pytest.raises(tr.RecordFormatError) as e:
-        tr.check_panoids(records, {"a": 0, "b": 1}, "dev.json")
+        tr.check_panoids(records, {"a": 0, "b": 1}, "touchdown/x:dev")
     msg = str(e.value)
-    assert msg.startswith("dev.json: record 1 (route_id 2): panoid 'zz' not in the graph")
+    assert msg.startswith("touchdown/x:dev, route_id 2: field 'route_panoids': panoid 'zz' not "
+                          "in the graph")
+    # with the official file at hand: its name and the record's line, not a sorted index
+    (tmp_path / "dev.json").write_text("\n".join(json.dumps(r) for r in records[::-1]) + "\n")
+    from ttw_jax.touchdown.dataset import record_location
+    with pytest.raises(tr.RecordFormatError) as e:
+        tr.check_panoids(records, {"a": 0, "b": 1}, "touchdown/x:dev",
+                         lambda rec: record_location(str(tmp_path), "dev", rec))
+    assert str(e.value).startswith(f"{tmp_path / 'dev.json'}:1: field 'route_panoids': panoid "
+                                   "'zz' not in the graph")

@@ -15,12 +15,14 @@ record with these rules; its messages are `{where}: missing field 'name'`, `{whe
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import math
-import os
 from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
+
+from ttw_jax.core import paths
 
 
 class RecordFormatError(ValueError):
@@ -34,12 +36,15 @@ ErrorType = type[RecordFormatError]
 # ----------------------------------------------------------------------------- files
 
 def _lines(path: str, error: ErrorType, hint: str) -> Iterator[str]:
-    """Every line of a text file (gzip-compressed if it ends in `.gz`)."""
-    if not os.path.isfile(path):
+    """Every line of a text file (gzip-compressed if it ends in `.gz`; any `paths.resolve`
+    path)."""
+    file = paths.resolve(path)
+    if not file.is_file():
         raise FileNotFoundError(f"{path}: file not found. {hint}".rstrip())
-    opener = gzip.open if path.endswith(".gz") else open
     try:
-        with opener(path, "rt", encoding="utf-8") as f:
+        with file.open("rb") as raw:
+            f = (gzip.open(raw, "rt", encoding="utf-8") if str(path).endswith(".gz")
+                 else io.TextIOWrapper(raw, encoding="utf-8"))
             yield from f
     except (OSError, EOFError, UnicodeDecodeError) as e:
         raise error(f"{path}: unreadable ({type(e).__name__}: {e})") from None

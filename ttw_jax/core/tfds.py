@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 
 import tensorflow_datasets as tfds
 from absl import logging
+
+from ttw_jax.core import paths
 
 SOURCES_FILE = "ttw_sources.json"
 
@@ -43,7 +44,14 @@ def builder_config(builder_cls, config):
 
 
 def source_fingerprint(manual_dir: str) -> dict[str, list[int]]:
-    """{path under `manual_dir`: [size, mtime in ns]} of every file in it (hidden ones skipped)."""
+    """{path under `manual_dir`: [size, mtime in ns]} of every file in it (hidden ones skipped;
+    `manual_dir` may be any `paths.resolve` path)."""
+    root = paths.resolve(manual_dir)
+    if paths.is_uri(root):
+        return {os.fspath(p.relative_to(root)): [p.stat().length, int(p.stat().mtime * 1e9)]
+                for p in sorted(root.rglob("*"))
+                if not any(part.startswith(".") for part in p.relative_to(root).parts)
+                and not p.is_dir()}
     out = {}
     for dirpath, dirnames, files in os.walk(manual_dir):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
@@ -83,13 +91,12 @@ def prepare(builder_cls, config, tfds_dir: str | None = None,
 def _prepare(builder_cls, config, tfds_dir, manual_dir) -> None:
     builder = builder_cls(config=builder_config(builder_cls, config), data_dir=tfds_dir,
                           file_format="array_record")
-    version_dir = os.fspath(builder.data_dir)
+    version_dir = paths.resolve(builder.data_dir)
     sources = source_fingerprint(manual_dir) if manual_dir else None
     if builder.is_prepared():
-        recorded = os.path.join(version_dir, SOURCES_FILE)
-        if sources is not None and os.path.exists(recorded):
-            with open(recorded, encoding="utf-8") as f:
-                old = json.load(f)
+        recorded = version_dir / SOURCES_FILE
+        if sources is not None and recorded.exists():
+            old = json.loads(recorded.read_text(encoding="utf-8"))
             changes = fingerprint_changes(old, sources)
             if changes:
                 raise ValueError(
@@ -97,17 +104,15 @@ def _prepare(builder_cls, config, tfds_dir, manual_dir) -> None:
                     f"({'; '.join(changes)}): delete that folder to rebuild it from them, or "
                     "choose another data.tfds_dir")
         return
-    parent = os.path.dirname(version_dir.rstrip("/"))
-    if os.path.isdir(parent):
-        for name in os.listdir(parent):
-            if name.startswith("incomplete."):
-                logging.warning("removing %s, left by a killed build", os.path.join(parent, name))
-                shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+    parent = version_dir.parent
+    if parent.is_dir():
+        for leftover in parent.glob("incomplete.*"):
+            logging.warning("removing %s, left by a killed build", leftover)
+            leftover.rmtree(missing_ok=True)
     builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
         manual_dir=manual_dir))
     if sources is not None:
-        with open(os.path.join(version_dir, SOURCES_FILE), "w", encoding="utf-8") as f:
-            json.dump(sources, f)
+        paths.write_text(version_dir / SOURCES_FILE, json.dumps(sources))
 
 
 def prepared_sources(name: str, config, data_dir: str | None = None,

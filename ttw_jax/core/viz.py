@@ -1,7 +1,11 @@
 """PNG figures: the matplotlib set-up every system shares (Agg, no display) and learning curves."""
 from __future__ import annotations
 
+import io
+
 import matplotlib
+
+from ttw_jax.core import paths
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -30,9 +34,12 @@ def subplots(*args, **kwargs):
     return plt.subplots(*args, **kwargs)
 
 
-def save(fig, path: str, dpi: int = 100, rect=None) -> None:
+def save(fig, path: paths.PathLike, dpi: int = 100, rect=None) -> None:
     """Lays out `fig` (inside `rect` = (left, bottom, right, top) in figure fractions, e.g. to
-    leave room for a figure legend), writes it to `path` (PNG) and closes it."""
+    leave room for a figure legend), writes it to `path` (PNG; any `paths.resolve` path) and
+    closes it."""
     fig.tight_layout(rect=rect)
-    fig.savefig(path, dpi=dpi)
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=dpi, format="png")
     plt.close(fig)
+    paths.write_bytes(path, buf.getvalue())

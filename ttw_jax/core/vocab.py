@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 import warnings
 from collections import Counter
 from typing import Iterable, Sequence
 
 import numpy as np
+
+from ttw_jax.core import paths
 
 PAD, UNK = 0, 1
 _PUNCT = r"!-/:-@\[-`{-~\u0964\u0965\u2018-\u201f\u2026"
@@ -84,24 +85,21 @@ class Vocabulary:
         report_truncation(full, max_len, what, "tokens", truncate)
         return ids, lengths
 
-    def save(self, path: str) -> None:
-        """Writes `path` atomically (a temporary file renamed over it): another process never
-        reads half a vocabulary."""
-        tmp = f"{path}.tmp.{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(list(self.words), f)
-        os.replace(tmp, path)
+    def save(self, path: paths.PathLike) -> None:
+        """Writes `path` atomically (`paths.write_text`): another process never reads half a
+        vocabulary."""
+        paths.write_text(path, json.dumps(list(self.words)))
 
     @classmethod
-    def load(cls, path: str) -> "Vocabulary":
-        with open(path, encoding="utf-8") as f:
-            return cls(tuple(json.load(f)))
+    def load(cls, path: paths.PathLike) -> "Vocabulary":
+        return cls(tuple(json.loads(paths.resolve(path).read_text(encoding="utf-8"))))
 
     @classmethod
-    def load_or_build(cls, path: str, texts: Iterable[str], save: bool = True) -> "Vocabulary":
+    def load_or_build(cls, path: paths.PathLike, texts: Iterable[str],
+                      save: bool = True) -> "Vocabulary":
         """The vocabulary saved at `path` (a resumed run), else one built from `texts` and saved
         there when `save` (pass False on all but one process)."""
-        if os.path.exists(path):
+        if paths.resolve(path).exists():
             return cls.load(path)
         vocab = cls.build(texts)
         if save:

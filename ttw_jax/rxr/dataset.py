@@ -7,10 +7,13 @@ RxR configs the official `rxr_{split}_{guide,follower}.jsonl.gz` files and the r
 """
 from __future__ import annotations
 
+import os
 from typing import Sequence
 
 from ttw_datasets.rxr import rxr_dataset_builder as rxr_builder
+from ttw_jax.core import records as core
 from ttw_jax.core import tfds as ttw_tfds
+from ttw_jax.rxr import records as rr
 
 
 def prepare(config, tfds_dir: str | None = None, manual_dir: str | None = None) -> None:
@@ -29,6 +32,29 @@ def load_split_records(config, splits: Sequence[str], tfds_dir: str | None = Non
 
 
 RXR_ANNOTATORS = ("guide", "follower")
+
+
+def record_location(config, split: str, rec: dict, manual_dir: str | None = None) -> str:
+    """Where a record of `split` comes from, for an error message: `{file}: entry {i}` of
+    `R2R_{split}.json` or `{file}:{line}` of the split's RxR guide / follower file in
+    `manual_dir`, else `rxr/{config}:{split}` (synthetic data, or no manual files at hand).
+    Reads the file once per call: meant for the one record an error is about."""
+    name = getattr(config, "name", config)
+    if manual_dir:
+        if rec["annotator"] == "r2r":
+            path = os.path.join(manual_dir, rxr_builder.R2R_FILES.get(split, ""))
+            if os.path.isfile(path):
+                entries = core.read_json(path)
+                for i, entry in enumerate(entries if isinstance(entries, list) else []):
+                    if isinstance(entry, dict) and entry.get("path_id") == rec["path_id"]:
+                        return f"{path}: entry {i}"
+        elif rec["annotator"] in RXR_ANNOTATORS:
+            path = rr.find_rxr_file(manual_dir, split, rec["annotator"])
+            if path is not None:
+                for where, _, raw in core.read_jsonl(path):
+                    if raw.get("instruction_id") == rec["instruction_id"]:
+                        return where
+    return f"rxr/{name}:{split}"
 
 
 def evaluated_records(records: Sequence[dict], annotators: Sequence[str]) -> list[dict]:

@@ -5,7 +5,7 @@ once into fixed-shape arrays, so every split shares one compiled program.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import ml_dtypes
 import numpy as np
@@ -50,8 +50,10 @@ def token_positions(instruction: str, timed_words: Sequence[str]) -> list[list[i
 
 def episodes(records: Sequence[dict], nodes: NodeTable, graph: PanoGraph, vocab: Vocabulary,
              languages: Sequence[str], max_tokens: int, max_path: int,
-             text_features: bool = False) -> dict:
-    """Padded arrays of a split.
+             text_features: bool = False,
+             locate: Callable[[dict], str] | None = None) -> dict:
+    """Padded arrays of a split. An error about one record is prefixed with `locate(record)`
+    (its file and line or entry, see `ttw_jax.rxr.dataset.record_location`) when given.
 
     Returns start, path_len, token_len, language (index into `languages`), instruction_id,
     path_id, annotator (index into `records.ANNOTATORS`): [E] int32; heading [E] float32
@@ -72,19 +74,16 @@ def episodes(records: Sequence[dict], nodes: NodeTable, graph: PanoGraph, vocab:
     path_len = np.zeros(e, np.int32)
     lang_index = {lang: i for i, lang in enumerate(languages)}
     for i, rec in enumerate(records):
-        where = f"instruction {rec['instruction_id']}"
         try:
-            ids = nodes.lookup([f"{rec['scan']}/{v}" for v in rec["path"]], "viewpoint")
-        except KeyError as e:
-            raise ValueError(f"{where}, field 'path': {e.args[0]} (scan {rec['scan']}: is its "
-                             "connectivity graph the one the annotations were made on?") from None
-        if len(ids) > max_path:
-            raise ValueError(f"{where}: path of {len(ids)} viewpoints exceeds max_path={max_path}")
+            ids, acts = _reference_path(rec, nodes, graph, max_path)
+        except ValueError as e:
+            raise ValueError(f"{locate(rec)}: {e}" if locate else str(e)) from None
         path[i, :len(ids)] = ids
         path_len[i] = len(ids)
-        gold[i, :len(ids)] = gold_actions(graph, list(ids), where)
+        gold[i, :len(ids)] = acts
         if rec["language"] not in lang_index:
-            raise ValueError(f"{where}: language {rec['language']!r} not in {list(languages)}")
+            raise ValueError(f"instruction {rec['instruction_id']}: language "
+                             f"{rec['language']!r} not in {list(languages)}")
     if text_features:
         tokens = np.zeros((e, max_tokens), np.int32)
         features, token_len = _text_features(records, max_tokens)
@@ -104,6 +103,21 @@ def episodes(records: Sequence[dict], nodes: NodeTable, graph: PanoGraph, vocab:
     if any(r.get("step_views") is not None for r in records):
         out.update(_masks(records, max_path, max_tokens, text_features))
     return out
+
+
+def _reference_path(rec: dict, nodes: NodeTable, graph: PanoGraph, max_path: int
+                    ) -> tuple[list[int], list[int]]:
+    """(node ids, gold actions) of `rec`'s path, checked: known viewpoints, at most `max_path`,
+    each step an edge (ValueError naming the instruction and field otherwise)."""
+    where = f"instruction {rec['instruction_id']}"
+    try:
+        ids = nodes.lookup([f"{rec['scan']}/{v}" for v in rec["path"]], "viewpoint")
+    except KeyError as e:
+        raise ValueError(f"{where}, field 'path': {e.args[0]} (scan {rec['scan']}: is its "
+                         "connectivity graph the one the annotations were made on?") from None
+    if len(ids) > max_path:
+        raise ValueError(f"{where}: path of {len(ids)} viewpoints exceeds max_path={max_path}")
+    return list(ids), gold_actions(graph, list(ids), where)
 
 
 def _text_features(records: Sequence[dict], max_tokens: int) -> tuple[np.ndarray, np.ndarray]:

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ttw_jax.core import paths
 from ttw_jax.core.pano_graph import NodeTable, PanoGraph
 from ttw_jax.rxr.metrics import path_metrics
 from ttw_jax.rxr.records import R2R_IDS_PER_PATH
@@ -57,13 +58,10 @@ def prediction_rows(paths: np.ndarray, lengths: np.ndarray, episodes: Mapping[st
     return rows
 
 
-def write_predictions(path: str, rows: Sequence[dict], fmt: str) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        if fmt == "r2r":
-            json.dump(list(rows), f)
-        else:
-            for row in rows:
-                f.write(json.dumps(row) + "\n")
+def write_predictions(path: paths.PathLike, rows: Sequence[dict], fmt: str) -> None:
+    """R2R's JSON list or RxR's JSON lines at `path` (any `paths.resolve` path)."""
+    paths.write_text(path, json.dumps(list(rows)) if fmt == "r2r"
+                     else "".join(json.dumps(row) + "\n" for row in rows))
 
 
 def _dedup(viewpoints: list[str]) -> list[str]:
@@ -93,8 +91,7 @@ def read_predictions(path: str) -> dict[int, list[str]]:
     """{instruction_id: predicted viewpoint ids} of an R2R (`instr_id` "<path_id>_<k>" ->
     path_id * 10 + k) or RxR prediction file, consecutive repeats dropped; ValueError naming the
     file and entry for a malformed or repeated one."""
-    with open(path, encoding="utf-8-sig") as f:
-        text = f.read()
+    text = paths.resolve(path).read_text(encoding="utf-8-sig")
     if text.lstrip().startswith("["):
         try:
             entries = [(f"entry {i}", row) for i, row in enumerate(json.loads(text))]

@@ -6,9 +6,12 @@ synthetic street grid; the official ones need the real graph (`graph_dir`).
 """
 from __future__ import annotations
 
+import functools
 import os
+from typing import Callable
 
 from ttw_datasets.touchdown import touchdown_dataset_builder as td_builder
+from ttw_jax.core import records as core
 from ttw_jax.core import tfds as ttw_tfds
 from ttw_jax.core.pano_graph import NodeTable, PanoGraph
 from ttw_jax.touchdown.graph import SOURCE_HINT, LinkRow, compile_touchdown, read_graph_files
@@ -18,6 +21,25 @@ from ttw_jax.touchdown.records import check_panoids
 def prepare(config: str, tfds_dir: str | None = None, manual_dir: str | None = None) -> None:
     """Builds `touchdown/<config>` in `tfds_dir` unless it is already there."""
     ttw_tfds.prepare(td_builder.Builder, config, tfds_dir, manual_dir)
+
+
+def record_location(manual_dir: str, split: str, rec) -> str:
+    """`{file}:{line}` of the route `rec` in the official file of `split` in `manual_dir` (read
+    once per call: meant for the one record an error is about); the file alone if not found."""
+    path = os.path.join(manual_dir, td_builder.MANUAL_FILES[split])
+    for where, _, raw in core.read_jsonl(path):
+        if raw.get("route_id") == rec["route_id"]:
+            return where
+    return path
+
+
+def locator(config: str, split: str, manual_dir: str | None
+            ) -> Callable[[dict], str] | None:
+    """`record_location` for the records of `split` of an official config built from
+    `manual_dir`; None for a synthetic config or without the files."""
+    if not manual_dir or td_builder.Builder.builder_configs[config].synthetic:
+        return None
+    return functools.partial(record_location, manual_dir, split)
 
 
 def load_touchdown_split_records(config: str, splits, tfds_dir: str | None = None,
@@ -44,5 +66,6 @@ def load_touchdown_split_records(config: str, splits, tfds_dir: str | None = Non
         where = os.path.join(graph_dir, "links.txt")
     graph, table = compile_touchdown(nodes, links, where=where)
     for split in splits:
-        check_panoids(records[split], table.index, f"touchdown/{config}:{split}")
+        check_panoids(records[split], table.index, f"touchdown/{config}:{split}",
+                      locator(config, split, manual_dir))
     return graph, table, links, {s: records[s] for s in splits}

@@ -6,7 +6,7 @@ the official navigator's rules (`TouchdownReference.gold_actions`).
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -16,9 +16,11 @@ from ttw_jax.touchdown.reference import STOP, TouchdownReference
 
 
 def episodes(records: Sequence[dict], nodes: NodeTable, reference: TouchdownReference,
-             vocab: Vocabulary, max_tokens: int, max_route: int, horizon: int) -> dict:
+             vocab: Vocabulary, max_tokens: int, max_route: int, horizon: int,
+             locate: Callable[[dict], str] | None = None) -> dict:
     """Padded arrays for navigation records (dicts with `route_panoids`, `start_heading`,
-    `navigation_text`, `route_id`).
+    `navigation_text`, `route_id`). An error about one record starts with `locate(record)` (its
+    file and line, `ttw_jax.touchdown.dataset.record_location`) when given.
 
     Returns start_pano, start_heading, goal, route_len, gold_len, token_len, route_id: [E] int32;
     route [E, max_route] (-1 padded; a longer route raises ValueError); gold [E, horizon] actions (STOP padded; sequences longer than
@@ -32,7 +34,8 @@ def episodes(records: Sequence[dict], nodes: NodeTable, reference: TouchdownRefe
     for i, rec in enumerate(records):
         ids = nodes.lookup(rec["route_panoids"], "panorama")
         if len(ids) > max_route:
-            raise ValueError(f"route_id {rec['route_id']}: route of {len(ids)} panoramas exceeds "
+            at = f"{locate(rec)}: " if locate else ""
+            raise ValueError(f"{at}route_id {rec['route_id']}: route of {len(ids)} panoramas exceeds "
                              f"data.max_route={max_route}; raise it (SED compares whole routes)")
         route[i, :len(ids)] = ids
         route_len[i] = len(ids)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ttw_jax.core import records as core
 
@@ -137,13 +137,14 @@ def sdr_examples(rec: Mapping[str, Any]) -> list[dict]:
 
 
 def check_panoids(records: Sequence[Mapping[str, Any]], node_index: Mapping[str, int],
-                  path: str) -> None:
-    """Raises RecordFormatError "{path}: record {i} (route_id ..): panoid .. not in the graph" for
-    the first route panoid missing from `node_index` (i counts records from 0). Only
-    `route_panoids` are checked: the official data has SDR `pre_pano`s that are off the graph."""
-    for i, rec in enumerate(records):
+                  where: str, locate: Callable[[Mapping[str, Any]], str] | None = None) -> None:
+    """Raises RecordFormatError "{location}: field 'route_panoids': panoid .. not in the graph"
+    for the first route panoid missing from `node_index`; the location is `locate(record)` (its
+    file and line) when given, else "{where}, route_id ..". Only `route_panoids` are checked:
+    the official data has SDR `pre_pano`s that are off the graph."""
+    for rec in records:
         for p in rec["route_panoids"]:
             if p not in node_index:
-                raise RecordFormatError(f"{path}: record {i} (route_id {rec.get('route_id')!r}): "
-                                        f"panoid {p!r} not in the graph ({len(node_index)} "
-                                        f"nodes)")
+                at = locate(rec) if locate else f"{where}, route_id {rec.get('route_id')!r}"
+                raise RecordFormatError(f"{at}: field 'route_panoids': panoid {p!r} not in the "
+                                        f"graph ({len(node_index)} nodes)")

@@ -1,7 +1,6 @@
 """Orbax checkpoints of a training run: the train state, the best parameters and loop bookkeeping."""
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import jax
@@ -9,6 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 from absl import logging
+
+from ttw_jax.core import paths
 
 
 class Checkpointer:
@@ -26,11 +27,11 @@ class Checkpointer:
     shards orbax inspects one by one. Callers place the restored trees on their mesh.
     """
 
-    def __init__(self, directory: str, max_to_keep: int = 2, read_only: bool = False):
+    def __init__(self, directory: paths.PathLike, max_to_keep: int = 2, read_only: bool = False):
         options = (ocp.CheckpointManagerOptions(read_only=True) if read_only else
                    ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True,
                                                 cleanup_tmp_directories=True))
-        self.directory, self.read_only = os.path.abspath(directory), read_only
+        self.directory, self.read_only = paths.resolve(directory), read_only
         self.manager = ocp.CheckpointManager(self.directory, options=options,
                                              item_names=("train", "meta"))
 
@@ -75,13 +76,13 @@ class Checkpointer:
         self.manager.close()
 
 
-def restore_best_params(workdir: str, state: Any) -> tuple[Any, dict]:
+def restore_best_params(workdir: paths.PathLike, state: Any) -> tuple[Any, dict]:
     """(best parameters as host arrays, loop bookkeeping) of the newest checkpoint of the run in
     `workdir` (`<workdir>/checkpoints`, as `fit` writes it), read without touching the
     directory (another process may still be training there); `state` is a train state of the
     run's shapes (its initial state will do). FileNotFoundError when there is none."""
-    directory = os.path.join(workdir, "checkpoints")
-    if not os.path.isdir(directory):
+    directory = paths.resolve(workdir) / "checkpoints"
+    if not directory.is_dir():
         raise FileNotFoundError(f"no checkpoints in {directory}: train that run first")
     ckpt = Checkpointer(directory, read_only=True)
     try:

@@ -9,6 +9,8 @@ from typing import Callable, Mapping, Sequence
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+from ttw_jax.core import paths
+
 
 def renamed_flag_errors(argv: Sequence[str], renamed: Mapping[str, str]) -> list[str]:
     """One message per `--config.<old>` override in `argv` whose key (or a parent section of it)
@@ -133,7 +135,8 @@ def launch(train_and_evaluate: Callable[..., dict], default_config: types.Module
     if errors:
         sys.stderr.write("\n".join(["unknown config keys:", *errors]) + "\n")
         sys.exit(2)
-    flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics, plots and results.")
+    flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics, plots and results: "
+                        "a local path, file:///... or gs://... (any etils.epath scheme).")
     flags.DEFINE_bool("multihost", False, "Call jax.distributed.initialize() before anything else.")
     flags.DEFINE_string("coordinator_address", None, "--multihost: host:port of process 0 "
                         "(default $JAX_COORDINATOR_ADDRESS; none of the three: auto-detection).")
@@ -161,6 +164,6 @@ def launch(train_and_evaluate: Callable[..., dict], default_config: types.Module
             jax.distributed.initialize(**kwargs)
         logging.info("JAX process %d/%d, devices: %s", jax.process_index(), jax.process_count(),
                      jax.devices())
-        train_and_evaluate(flags.FLAGS.config, flags.FLAGS.workdir)
+        train_and_evaluate(flags.FLAGS.config, paths.resolve(flags.FLAGS.workdir))
 
     app.run(main)

@@ -3,9 +3,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 
 import jax
 from absl import logging
+
+from ttw_jax.core import paths
 
 
 class MetricWriter:
@@ -15,23 +19,35 @@ class MetricWriter:
     history is the same as an uninterrupted one. A torn last line (a process killed mid-write) is
     dropped with a warning; a malformed line anywhere else is an error naming the file and line.
     `flush()` pushes TensorBoard's buffered events to disk (the loop calls it at every checkpoint).
+
+    On a remote workdir (`gs://...`, which cannot append) the history lines and event files are
+    kept locally and copied there at every `flush()` and at `close()`: what a preempted run loses
+    is past its last checkpoint, which a resumed run drops anyway.
     """
 
-    def __init__(self, workdir: str):
+    def __init__(self, workdir: paths.PathLike):
         self.active = jax.process_index() == 0
-        self.path = os.path.join(workdir, "metrics.jsonl")
+        workdir = paths.resolve(workdir)
+        self.path = workdir / "metrics.jsonl"
+        self._remote = paths.is_uri(workdir)
         self._tb = None
-        self._tb_dir = os.path.join(workdir, "tensorboard")
+        self._tb_dir = workdir / "tensorboard"
+        self._local_tb = None
+        self._pending: list[str] = []   # remote: history lines not yet copied to `path`
         self._files = 0
+        self._copied: set[str] = set()
         if self.active:
-            os.makedirs(workdir, exist_ok=True)
+            workdir.mkdir(parents=True, exist_ok=True)
+            if self._remote:
+                self._local_tb = tempfile.mkdtemp(prefix="ttw_tensorboard_")
             self._open_tb()
 
     def _open_tb(self) -> None:
         from tensorboardX import SummaryWriter
         # One event file per writer session; the suffix keeps two opened in one second apart.
         self._files += 1
-        self._tb = SummaryWriter(self._tb_dir, filename_suffix=f".{os.getpid()}.{self._files}")
+        self._tb = SummaryWriter(self._local_tb or os.fspath(self._tb_dir),
+                                 filename_suffix=f".{os.getpid()}.{self._files}")
 
     def write(self, step: int, scalars: dict) -> None:
         if not self.active:
@@ -39,8 +55,12 @@ class MetricWriter:
         scalars = {k: float(v) for k, v in scalars.items()}
         for k, v in scalars.items():
             self._tb.add_scalar(k, v, step)
+        line = json.dumps({"step": step, **scalars}) + "\n"
+        if self._remote:
+            self._pending.append(line)
+            return
         with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"step": step, **scalars}) + "\n")
+            f.write(line)
 
     def write_summary(self, step: int, scalars: dict) -> None:
         """Final figures (test accuracy, bounds, ...) to TensorBoard only: the JSON history
@@ -50,10 +70,8 @@ class MetricWriter:
                 self._tb.add_scalar(k, float(v), step)
 
     def history(self) -> list[dict]:
-        if not os.path.exists(self.path):
-            return []
-        with open(self.path, encoding="utf-8") as f:
-            lines = f.read().split("\n")
+        text = self.path.read_text(encoding="utf-8") if self.path.exists() else ""
+        lines = (text + "".join(self._pending)).split("\n")
         out = []
         for i, line in enumerate(lines):
             if not line.strip():
@@ -72,8 +90,8 @@ class MetricWriter:
         if not self.active:
             return
         kept = [h for h in self.history() if h["step"] <= step]
-        with open(self.path, "w", encoding="utf-8") as f:
-            f.writelines(json.dumps(h) + "\n" for h in kept)
+        self._pending = []
+        paths.write_text(self.path, "".join(json.dumps(h) + "\n" for h in kept))
 
     def flush(self) -> None:
         """Puts every event written so far on disk. tensorboardX queues events for a background
@@ -81,8 +99,27 @@ class MetricWriter:
         it) and the next events go to a new file of the same run."""
         if self._tb is not None:
             self._tb.close()
+            self._copy_out()
             self._open_tb()
 
     def close(self) -> None:
         if self._tb is not None:
             self._tb.close()
+            self._copy_out()
+            if self._local_tb:
+                shutil.rmtree(self._local_tb, ignore_errors=True)
+            self._tb = None
+
+    def _copy_out(self) -> None:
+        """Remote workdir: the pending history lines and the closed event files to `workdir`."""
+        if not self._remote:
+            return
+        if self._pending:
+            old = self.path.read_text(encoding="utf-8") if self.path.exists() else ""
+            paths.write_text(self.path, old + "".join(self._pending))
+            self._pending = []
+        self._tb_dir.mkdir(parents=True, exist_ok=True)
+        for name in sorted(set(os.listdir(self._local_tb)) - self._copied):
+            with open(os.path.join(self._local_tb, name), "rb") as f:   # closed: final
+                paths.write_bytes(self._tb_dir / name, f.read())
+            self._copied.add(name)

@@ -3,7 +3,6 @@ orbax checkpoints of {state, best params} and metric logging; a killed run resum
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import threading
 import time
@@ -15,6 +14,7 @@ import ml_collections
 import numpy as np
 from absl import logging
 
+from ttw_jax.core import paths
 from ttw_jax.core.train.checkpoint import Checkpointer
 from ttw_jax.core.train.logging import MetricWriter
 
@@ -71,7 +71,7 @@ def fit(state: Any, *, config: ml_collections.ConfigDict, workdir: str, writer: 
     if mode not in ("max", "min"):
         raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
     sign = 1.0 if mode == "max" else -1.0
-    ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), config.max_checkpoints)
+    ckpt = Checkpointer(paths.resolve(workdir) / "checkpoints", config.max_checkpoints)
     best_params = state.params
     meta = {"step": 0, "best": None, "best_step": 0, "bad_evals": 0, "stopped": False}
     restored = ckpt.restore_latest({"state": state, "best_params": best_params})

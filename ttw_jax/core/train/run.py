@@ -18,15 +18,16 @@ steps, 2 evaluation; trainers use larger numbers for anything else.
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any, Callable, Sequence
 
 import jax
 import ml_collections
 import numpy as np
 import optax
+from etils import epath
 from jax.sharding import Mesh
 
+from ttw_jax.core import paths
 from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.core.train.logging import MetricWriter
 from ttw_jax.core.train.loop import fit
@@ -114,18 +115,20 @@ def check_eval(config: ml_collections.ConfigDict, metrics: Sequence[str]) -> Non
 class Run:
     """One training run in `workdir`: its config, device mesh, metric writer and base key."""
     config: ml_collections.ConfigDict
-    workdir: str
+    workdir: epath.Path
     mesh: Mesh
     writer: MetricWriter
     base_key: jax.Array
 
     @classmethod
-    def start(cls, config: ml_collections.ConfigDict, workdir: str,
+    def start(cls, config: ml_collections.ConfigDict, workdir: paths.PathLike,
               resumable: Sequence[str] = (), batch_sizes: Sequence[int] | None = None) -> "Run":
         """Creates `workdir`, records the config there (refusing to resume a run whose config
         differs outside `resumable`), builds the mesh and checks that every batch size
-        (default: `config.batch_size`) splits over it."""
-        os.makedirs(workdir, exist_ok=True)
+        (default: `config.batch_size`) splits over it. `workdir` may be any `paths.resolve`
+        path (local, `file://`, `gs://`); `Run.workdir` is the resolved `epath.Path`."""
+        workdir = paths.resolve(workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
         check_workdir_config(config, workdir, resumable)
         mesh = dp.make_mesh()
         for b in (config.batch_size,) if batch_sizes is None else batch_sizes:
@@ -154,7 +157,7 @@ class Run:
 
     def fit(self, state, step_fn: Callable, evaluate: Callable[[Any], dict], *,
             eval_prefix: str = "dev", hooks: Sequence[Callable[[int], None]] = (),
-            workdir: str | None = None, config: ml_collections.ConfigDict | None = None,
+            workdir: paths.PathLike | None = None, config: ml_collections.ConfigDict | None = None,
             metric: str | None = None, mode: str | None = None):
         """`ttw_jax.core.train.loop.fit` under `config.eval.metric` / `config.eval.mode`. A stage
         of a multi-stage run passes its own `workdir` (a sub-directory, with its own writer),

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import json
-import os
 from typing import Sequence
 
 import jax
 import ml_collections
+
+from ttw_jax.core import paths
 
 
 def flatten(d: dict, prefix: str = "") -> dict:
@@ -17,24 +18,20 @@ def flatten(d: dict, prefix: str = "") -> dict:
     return out
 
 
-def write_json(path: str, obj, **kw) -> None:
-    """json.dump to `path` atomically (a temporary file renamed over it), so a process reading
-    it while another writes never sees half a file."""
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, **kw)
-    os.replace(tmp, path)
+def write_json(path: paths.PathLike, obj, **kw) -> None:
+    """json.dump to `path` atomically (`paths.write_text`), so a process reading it while
+    another writes never sees half a file."""
+    paths.write_text(path, json.dumps(obj, **kw))
 
 
-def check_workdir_config(config: ml_collections.ConfigDict, workdir: str,
+def check_workdir_config(config: ml_collections.ConfigDict, workdir: paths.PathLike,
                          resumable: Sequence[str] = ()) -> None:
     """Records the config in `<workdir>/config.json`; refuses to resume a run whose config differs
     in anything but the keys starting with one of `resumable`."""
-    path = os.path.join(workdir, "config.json")
+    path = paths.resolve(workdir) / "config.json"
     current = json.loads(config.to_json())
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            saved = flatten(json.load(f))
+    if path.exists():
+        saved = flatten(json.loads(path.read_text(encoding="utf-8")))
         new = flatten(current)
         diff = [f"{k}: {saved.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(saved) | set(new))
                 if saved.get(k) != new.get(k) and not k.startswith(tuple(resumable))]
@@ -45,8 +42,8 @@ def check_workdir_config(config: ml_collections.ConfigDict, workdir: str,
         write_json(path, current, indent=2)
 
 
-def write_results(workdir: str, results: dict, summary: str) -> None:
+def write_results(workdir: paths.PathLike, results: dict, summary: str) -> None:
     """Process 0 writes `<workdir>/results.json` and prints the human-readable `summary`."""
     if jax.process_index() == 0:
-        write_json(os.path.join(workdir, "results.json"), results, indent=2)
+        write_json(paths.resolve(workdir) / "results.json", results, indent=2)
         print(summary)
