@@ -30,9 +30,10 @@ TensorFlow is not needed: the builder writes ArrayRecord, read back with `tfds.d
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import os
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import ml_dtypes
 import numpy as np
@@ -377,3 +378,36 @@ def load_rxr(data_dir: str | None = None, config="synthetic",
         out[split] = sorted((from_row(r) for r in ttw_tfds.all_rows(source)),
                             key=lambda r: (r["instruction_id"], r["annotator"]))
     return out
+
+
+_CHUNK = 512   # examples decoded per data-source call by `load_rxr_streamed`
+
+
+def load_rxr_streamed(data_dir: str | None = None, config="synthetic",
+                      splits: Sequence[str] | None = None
+                      ) -> tuple[dict[str, list[dict]], dict[str, Callable[[int], np.ndarray]]]:
+    """`load_rxr` without holding the text features: ({split: records}, {split: read}), each
+    record with `text_features` None and, when the example has features, `text_features_row`
+    (its row in the split's ArrayRecord data source) and `text_features_len` (m); `read(row)`
+    decodes that row's features [m, D] bfloat16. The examples are decoded `_CHUNK` at a time,
+    so memory never holds a split's features."""
+    sources = ttw_tfds.prepared_sources("rxr", config, data_dir, splits,
+                                        "ttw_jax.rxr.dataset.prepare")
+    out, readers = {}, {}
+    for split, source in sources.items():
+        recs = []
+        for lo in range(0, len(source), _CHUNK):
+            rows = source.__getitems__(list(range(lo, min(len(source), lo + _CHUNK))))
+            for i, row in enumerate(rows, lo):
+                rec = from_row({**row, "has_text_features": False})
+                if bool(row["has_text_features"]):
+                    rec.update(text_features_row=i,
+                               text_features_len=int(np.shape(row["text_features"])[0]))
+                recs.append(rec)
+        out[split] = sorted(recs, key=lambda r: (r["instruction_id"], r["annotator"]))
+        readers[split] = functools.partial(_read_text_features, source)
+    return out, readers
+
+
+def _read_text_features(source, row: int) -> np.ndarray:
+    return from_bfloat16_bits(source[int(row)]["text_features"])

@@ -22,6 +22,7 @@ import numpy as np
 from flax.training import train_state
 
 from ttw_jax.core import paths
+from ttw_jax.core.stream import BatchStream
 from ttw_jax.core.env import PolicyFactory, replay_policy
 from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.core.train.run import (EVAL, INIT, Run, check_eval, make_optimizer, mean_over_seeds,
@@ -67,11 +68,20 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
                          f"<scan>_connectivity.json files. {SOURCE_HINT}")
     wanted = sorted({d.train_split, d.dev_split, *splits(d.eval_splits)} - {HOLDOUT})
     manual = d.connectivity_dir if d.tfds_config == "synthetic" else d.manual_dir
-    records = rxr_data.load_split_records(d.tfds_config, wanted, tfds_dir=d.tfds_dir or None,
-                                          manual_dir=manual or None)
+    readers = {}
+    if d.stream:
+        if not d.text_features:
+            raise ValueError("data.stream=True streams the text features: set "
+                             "data.text_features=True (the other arrays fit in memory)")
+        records, readers = rxr_data.load_split_records_streamed(
+            d.tfds_config, wanted, tfds_dir=d.tfds_dir or None, manual_dir=manual or None)
+    else:
+        records = rxr_data.load_split_records(d.tfds_config, wanted, tfds_dir=d.tfds_dir or None,
+                                              manual_dir=manual or None)
     if HOLDOUT in {d.dev_split, *splits(d.eval_splits)}:   # every holdout_every-th train path
         train_records = records[d.train_split]
         records[HOLDOUT] = [r for r in train_records if r["path_id"] % d.holdout_every == 0]
+        readers[HOLDOUT] = readers.get(d.train_split)
         records[d.train_split] = [r for r in train_records
                                   if r["path_id"] % d.holdout_every != 0]
         wanted.append(HOLDOUT)
@@ -95,7 +105,8 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
     episodes = {s: rxr_episodes.episodes(
         records[s], nodes, graph, vocab, languages, d.max_tokens, max_path, d.text_features,
         locate=functools.partial(rxr_data.record_location, d.tfds_config,
-                                 d.train_split if s == HOLDOUT else s, manual_dir=manual or None))
+                                 d.train_split if s == HOLDOUT else s, manual_dir=manual or None),
+        read_text_features=readers.get(s))
         for s in wanted}
     return dict(graph=graph, nodes=nodes, geodesic=geodesic_table(graph, scan_of), vocab=vocab,
                 languages=languages, episodes=episodes, max_path=max_path,
@@ -229,8 +240,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     train_horizon, eval_horizon = horizons(config, data)
     loss_config = ml_collections.ConfigDict({**config.loss.to_dict(), "horizon": train_horizon})
     train_step = dp.make_train_step(mixed_loss(model, loss_config), run.mesh, num_consts=3)
-    sample = dp.episode_sampler({k: train_eps[k] for k in BATCH_KEYS if k in train_eps},
-                                config.batch_size, run.mesh)
+    stream = None
+    if config.data.stream:   # this process's rows of each batch, read by grain's threads
+        keys = [k for k in BATCH_KEYS if k in train_eps]
+        stream = BatchStream(lambda i: {k: train_eps[k][i] for k in keys},
+                             len(train_eps["start"]), config.batch_size, config.seed,
+                             jax.process_index(), jax.process_count(), config.data.stream_threads)
+        sample = lambda key: dp.shard_process_local(next(stream), run.mesh)
+    else:
+        sample = dp.episode_sampler({k: train_eps[k] for k in BATCH_KEYS if k in train_eps},
+                                    config.batch_size, run.mesh)
     rollout = r2r_eval.make_rollout(model_factory(model), eval_horizon,
                                     config.loss.success_radius)
 
@@ -248,7 +267,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     state, best_params, meta = run.fit(
         state, run.step_fn(train_step, sample, graph, features, geodesic),
         lambda params: {k: v for k, v in evaluate(params).items() if k in r2r_eval.METRICS},
-        hooks=hooks)
+        hooks=hooks, data=stream)
 
     num_steps = baseline_steps(data, config)
     results = {"config": config.to_dict(), "best_step": meta["best_step"],

@@ -18,13 +18,14 @@ from flax.training import train_state
 
 from ttw_datasets.touchdown import touchdown_dataset_builder as td_builder
 from ttw_jax.core import paths
+from ttw_jax.core.stream import BatchStream
 from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.core.train.run import (INIT, STEPS, Run, check_eval, evaluate_best, make_optimizer,
                                     mean_over_seeds)
 from ttw_jax.core.vocab import Vocabulary
 from ttw_jax.touchdown import records as td_records
 from ttw_jax.touchdown.dataset import prepare
-from ttw_jax.touchdown.sdr import figures, metrics as sdr_metrics
+from ttw_jax.touchdown.sdr import figures, metrics as sdr_metrics, stream as stream_sdr
 from ttw_jax.touchdown.sdr.evaluation import baseline_metrics, evaluate, make_predictor
 from ttw_jax.touchdown.sdr.losses import gaussian_target, make_loss
 from ttw_jax.touchdown.sdr.models import SDR_MODELS, build_sdr_model
@@ -50,19 +51,63 @@ def split_tune(split: dict, fraction: float, seed: int) -> tuple[dict, dict]:
     return take(~tune), take(tune)
 
 
-def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
-    """{split: arrays} with features [E, H, W, C] (float16), center [E, 2], tokens [E, L],
-    token_len [E], route_id [E]; 'train' and 'tune' come from the TFDS train split."""
+def feature_shape(config: ml_collections.ConfigDict) -> tuple[int, int, int]:
+    """`data.feature_shape` ("H,W,C") as ints."""
+    try:
+        shape = tuple(int(x) for x in config.data.feature_shape.split(","))
+    except ValueError:
+        shape = ()
+    if len(shape) != 3 or min(shape) <= 0:
+        raise ValueError(f"data.feature_shape must be 'H,W,C' (3 positive ints), got "
+                         f"{config.data.feature_shape!r}")
+    return shape
+
+
+def streamed_splits(config: ml_collections.ConfigDict, evals: Sequence[str]) -> dict:
+    """`data.stream`: {split: view table} read from the official records in `data.manual_dir`,
+    features a `panorama_rows` over its `features/<panoid>.npy` files (each panorama once)."""
     d = config.data
-    prepare(d.tfds_config, d.tfds_dir or None, d.manual_dir or None)
-    raw = td_builder.load_sdr(d.tfds_dir or None, d.tfds_config)
-    evals = [s for s in d.eval_splits.split(",") if s]
-    missing = [s for s in ["train", *evals] if s not in raw]
+    if not d.manual_dir:
+        raise ValueError("data.stream=True reads the official SDR release: set data.manual_dir to "
+                         "the folder of train.json / dev.json / test.json and "
+                         "features/<panoid>.npy")
+    records = td_builder.manual_split_records(d.manual_dir, sdr=True)
+    missing = [s for s in ["train", *evals] if s not in records]
     if missing:
-        raise ValueError(f"touchdown/{d.tfds_config} has no split(s) {missing}; it has "
-                         f"{sorted(raw)}")
-    splits = dict(zip(("train", "tune"), split_tune(raw["train"], d.tune_fraction, config.seed)))
-    splits.update({s: raw[s] for s in evals})
+        raise ValueError(f"{d.manual_dir} has no record file(s) of split(s) {missing}; it has "
+                         f"{sorted(records)}")
+    views = {s: [v for r in records[s] for v in td_records.sdr_examples(r)]
+             for s in ["train", *evals]}
+    shape = feature_shape(config)
+    files = td_builder.feature_files(d.manual_dir, (v["panoid"] for vs in views.values()
+                                                    for v in vs), shape)
+    tables, pano_files = stream_sdr.view_tables(views, files)
+    splits = dict(zip(("train", "tune"), split_tune(tables["train"], d.tune_fraction,
+                                                    config.seed)))
+    splits.update({s: tables[s] for s in evals})
+    for s in splits.values():
+        s["features"] = stream_sdr.panorama_rows(pano_files, s["pano"], shape)
+    return splits
+
+
+def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
+    """{split: arrays} with features [E, H, W, C] (float16; a `LazyRows` with `data.stream`),
+    center [E, 2], tokens [E, L], token_len [E], route_id [E]; 'train' and 'tune' come from the
+    train split."""
+    d = config.data
+    evals = [s for s in d.eval_splits.split(",") if s]
+    if d.stream:
+        splits = streamed_splits(config, evals)
+    else:
+        prepare(d.tfds_config, d.tfds_dir or None, d.manual_dir or None)
+        raw = td_builder.load_sdr(d.tfds_dir or None, d.tfds_config)
+        missing = [s for s in ["train", *evals] if s not in raw]
+        if missing:
+            raise ValueError(f"touchdown/{d.tfds_config} has no split(s) {missing}; it has "
+                             f"{sorted(raw)}")
+        splits = dict(zip(("train", "tune"), split_tune(raw["train"], d.tune_fraction,
+                                                        config.seed)))
+        splits.update({s: raw[s] for s in evals})
     vocab = Vocabulary.load_or_build(paths.resolve(workdir) / "vocab.json", splits["train"]["text"],
                                      save=jax.process_index() == 0)
     out = {}
@@ -151,19 +196,26 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     predict = make_predictor(model)
     keys = ("features", "center", "tokens", "token_len")
     step_key = run.key(STEPS)
+    stream = None
+    if config.data.stream:   # this process's rows of each batch, read by grain's threads
+        stream = BatchStream(lambda i: {k: train[k][i] for k in keys}, len(train["center"]),
+                             config.batch_size, config.seed, jax.process_index(),
+                             jax.process_count(), config.data.stream_threads)
 
     def step_fn(state, step):
-        # Batches are drawn on the host from (seed, step), so a resumed run sees the same data.
-        idx = np.random.default_rng((config.seed, step)).integers(0, len(train["center"]),
-                                                                  config.batch_size)
-        batch = dp.shard_global({k: train[k][idx] for k in keys}, dp.batch_sharded(run.mesh))
+        if stream is not None:   # the stream's state is checkpointed: resumed runs read alike
+            batch = dp.shard_process_local(next(stream), run.mesh)
+        else:   # drawn on the host from (seed, step), so a resumed run sees the same data
+            idx = np.random.default_rng((config.seed, step)).integers(
+                0, len(train["center"]), config.batch_size)
+            batch = dp.shard_global({k: train[k][idx] for k in keys}, dp.batch_sharded(run.mesh))
         return train_step(state, batch, jax.random.fold_in(step_key, step))
 
     def tune_metrics(params):
         return evaluate(predict, params, splits["tune"], config.eval.batch_size)[0]
 
     state, best_params, meta = run.fit(state, step_fn, tune_metrics, eval_prefix="tune",
-                                       hooks=hooks)
+                                       hooks=hooks, data=stream)
 
     results = {"config": config.to_dict(), "model": config.model.name,
                "best_step": meta["best_step"], "last_step": meta["step"],
@@ -181,7 +233,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         for name in [b for b in config.eval.baselines.split(",") if b]:
             results[split][name] = baseline_metrics(name, splits[split], train, config.seed)
         if drawn:
-            s = {k: (v[drawn] if isinstance(v, np.ndarray) else [v[i] for i in drawn])
+            s = {k: (v[drawn] if hasattr(v, "shape") else [v[i] for i in drawn])
                  for k, v in splits[split].items()}
             h, w = s["features"].shape[1:3]
             figures.plot_sdr_heatmaps(

@@ -138,3 +138,37 @@ def test_the_rxr_config_runs_on_the_release(release, tmp_path):
     longest = max(len(r["path"]) for s in ("train", "val_seen", "val_unseen") for r in recs[s])
     assert data["max_path"] == longest and train.horizons(c, data) == (longest, longest)
     assert "text_features" in data["episodes"]["train"]
+
+
+@pytest.mark.slow
+def test_streamed_text_features_equal_the_decoded_ones_and_resume_exactly(release, tmp_path):
+    """`data.stream`: the text features stay in the ArrayRecord files (a `LazyRows` reading a
+    row when indexed) and equal the decoded ones; a streaming run killed after its first
+    checkpoint resumes (the stream's state in the checkpoint) to the uninterrupted numbers."""
+    from experiments.rxr import train
+    from tests.experiments.contract import crash_after
+    from tests.helpers import Crash
+    from ttw_jax.core.stream import LazyRows
+    manual, _, _ = release
+    tfds = str(tmp_path / "tfds")
+    args = dict(data__tfds_config="guide", data__manual_dir=manual, data__text_features=True,
+                data__max_tokens=64, data__max_path=16, eval__horizon=16, train_horizon=12,
+                eval__baselines="random_walk", data__eval_splits="val_unseen")
+    c = TRAINERS["rxr"].config(tfds, **args)
+    s = TRAINERS["rxr"].config(tfds, **args, data__stream=True)
+    for d in ("a", "b"):
+        os.makedirs(tmp_path / d)
+    dense = train.load_data(c, str(tmp_path / "a"))["episodes"]
+    lazy = train.load_data(s, str(tmp_path / "b"))["episodes"]
+    for split in ("train", "val_unseen"):
+        assert isinstance(lazy[split]["text_features"], LazyRows)
+        idx = np.arange(len(dense[split]["start"]))[::3]
+        np.testing.assert_array_equal(lazy[split]["text_features"][idx].astype(np.float32),
+                                      dense[split]["text_features"][idx].astype(np.float32))
+        for k in ("token_len", "start", "path", "word_mask"):
+            np.testing.assert_array_equal(lazy[split][k], dense[split][k])
+    expected = train.train_and_evaluate(s, str(tmp_path / "one"))
+    with pytest.raises(Crash):
+        train.train_and_evaluate(s, str(tmp_path / "two"), hooks=[crash_after(11)])
+    assert sorted(os.listdir(tmp_path / "two" / "checkpoints")) == ["8"]
+    assert train.train_and_evaluate(s, str(tmp_path / "two")) == expected

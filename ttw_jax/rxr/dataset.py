@@ -31,6 +31,15 @@ def load_split_records(config, splits: Sequence[str], tfds_dir: str | None = Non
     return rxr_builder.load_rxr(tfds_dir, config, splits=list(splits))
 
 
+def load_split_records_streamed(config, splits: Sequence[str], tfds_dir: str | None = None,
+                                manual_dir: str | None = None):
+    """`load_split_records` without the text features in memory: ({split: records},
+    {split: read(row) -> [m, D] bfloat16}); see `rxr_dataset_builder.load_rxr_streamed`."""
+    config = ttw_tfds.builder_config(rxr_builder.Builder, config)
+    prepare(config, tfds_dir, manual_dir)
+    return rxr_builder.load_rxr_streamed(tfds_dir, config, splits=list(splits))
+
+
 RXR_ANNOTATORS = ("guide", "follower")
 
 

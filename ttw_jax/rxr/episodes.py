@@ -11,6 +11,7 @@ import ml_dtypes
 import numpy as np
 
 from ttw_jax.core.pano_graph import NodeTable, PanoGraph
+from ttw_jax.core.stream import LazyRows
 from ttw_jax.core.vocab import Vocabulary, report_truncation, tokenize
 from ttw_jax.rxr.env import STOP
 from ttw_jax.rxr.records import ANNOTATORS
@@ -51,7 +52,8 @@ def token_positions(instruction: str, timed_words: Sequence[str]) -> list[list[i
 def episodes(records: Sequence[dict], nodes: NodeTable, graph: PanoGraph, vocab: Vocabulary,
              languages: Sequence[str], max_tokens: int, max_path: int,
              text_features: bool = False,
-             locate: Callable[[dict], str] | None = None) -> dict:
+             locate: Callable[[dict], str] | None = None,
+             read_text_features: Callable[[int], np.ndarray] | None = None) -> dict:
     """Padded arrays of a split. An error about one record is prefixed with `locate(record)`
     (its file and line or entry, see `ttw_jax.rxr.dataset.record_location`) when given.
 
@@ -86,7 +88,9 @@ def episodes(records: Sequence[dict], nodes: NodeTable, graph: PanoGraph, vocab:
                              f"{rec['language']!r} not in {list(languages)}")
     if text_features:
         tokens = np.zeros((e, max_tokens), np.int32)
-        features, token_len = _text_features(records, max_tokens)
+        features, token_len = (_text_features(records, max_tokens) if read_text_features is None
+                               else _streamed_text_features(records, max_tokens,
+                                                            read_text_features))
     else:
         tokens, token_len = vocab.encode([r["instruction"] for r in records], max_tokens,
                                          "instructions (data.max_tokens)")
@@ -120,16 +124,20 @@ def _reference_path(rec: dict, nodes: NodeTable, graph: PanoGraph, max_path: int
     return list(ids), gold_actions(graph, list(ids), where)
 
 
-def _text_features(records: Sequence[dict], max_tokens: int) -> tuple[np.ndarray, np.ndarray]:
-    """(features [E, max_tokens, D] bfloat16, lengths [E] int32) of records that all have
-    text features (ValueError naming those without)."""
-    missing = [r["instruction_id"] for r in records if r.get("text_features") is None]
+def _missing_text_features(records: Sequence[dict], missing: list[int]) -> None:
     if missing:
         raise ValueError(
             f"text features were asked for (data.text_features) but {len(missing)} of "
             f"{len(records)} instructions have none, e.g. instruction_id {missing[:5]}: the "
             "release's text_features/rxr_{split}/{instruction_id:06d}_{lang}_text_features.npz "
             "must be in the manual directory when the dataset is prepared (BUILD.md)")
+
+
+def _text_features(records: Sequence[dict], max_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+    """(features [E, max_tokens, D] bfloat16, lengths [E] int32) of records that all have
+    text features (ValueError naming those without)."""
+    _missing_text_features(records, [r["instruction_id"] for r in records
+                                     if r.get("text_features") is None])
     feats = [np.asarray(r["text_features"]) for r in records]
     report_truncation([len(f) for f in feats], max_tokens,
                       "instructions' text features (data.max_tokens)", "subwords")
@@ -141,6 +149,27 @@ def _text_features(records: Sequence[dict], max_tokens: int) -> tuple[np.ndarray
         out[i, :len(f)] = f.astype(ml_dtypes.bfloat16)
         lengths[i] = max(len(f), 1)
     return out, lengths
+
+
+def _streamed_text_features(records: Sequence[dict], max_tokens: int,
+                            read: Callable[[int], np.ndarray]) -> tuple[LazyRows, np.ndarray]:
+    """`_text_features` with the features read when indexed: a `LazyRows` [E, max_tokens, D]
+    over `read(record["text_features_row"])` (records of `load_rxr_streamed`)."""
+    _missing_text_features(records, [r["instruction_id"] for r in records
+                                     if r.get("text_features_row") is None])
+    full = [int(r["text_features_len"]) for r in records]
+    report_truncation(full, max_tokens, "instructions' text features (data.max_tokens)",
+                      "subwords")
+    rows = [int(r["text_features_row"]) for r in records]
+    dim = read(rows[0]).shape[-1] if rows else 0
+
+    def row(i: int) -> np.ndarray:
+        f = read(rows[i])[:max_tokens]
+        out = np.zeros((max_tokens, dim), ml_dtypes.bfloat16)
+        out[:len(f)] = f.astype(ml_dtypes.bfloat16)
+        return out
+    lengths = np.maximum(np.minimum(np.asarray(full, np.int32), max_tokens), 1).astype(np.int32)
+    return LazyRows(row, len(rows), (max_tokens, dim), ml_dtypes.bfloat16), lengths
 
 
 def _masks(records: Sequence[dict], max_path: int, max_tokens: int,
@@ -158,10 +187,12 @@ def _masks(records: Sequence[dict], max_path: int, max_tokens: int,
             if rec.get("step_subwords") is None:
                 continue
             sub = np.asarray(rec["step_subwords"], bool)
-            if sub.shape[1] != len(rec["text_features"]):
+            m = (len(rec["text_features"]) if rec.get("text_features") is not None
+                 else rec["text_features_len"])   # streamed: the length alone
+            if sub.shape[1] != m:
                 raise ValueError(f"instruction {rec['instruction_id']}: the pose trace's "
                                  f"text_masks has {sub.shape[1]} subwords, its text features "
-                                 f"{len(rec['text_features'])}")
+                                 f"{m}")
             sub = sub[:max_path, :max_tokens]
             word_mask[i, :len(sub), :sub.shape[1]] = sub
         else:

@@ -91,7 +91,7 @@ def read_predictions(path: str) -> dict[int, list[str]]:
     """{instruction_id: predicted viewpoint ids} of an R2R (`instr_id` "<path_id>_<k>" ->
     path_id * 10 + k) or RxR prediction file, consecutive repeats dropped; ValueError naming the
     file and entry for a malformed or repeated one."""
-    text = paths.resolve(path).read_text(encoding="utf-8-sig")
+    text = paths.resolve(path).read_bytes().decode("utf-8-sig")
     if text.lstrip().startswith("["):
         try:
             entries = [(f"entry {i}", row) for i, row in enumerate(json.loads(text))]

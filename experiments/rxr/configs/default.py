@@ -63,6 +63,11 @@ def get_config():
     c.data.eval_annotators = "guide"
     c.data.max_tokens = 48         # tokens, or text-feature subwords (cut with a warning)
     c.data.text_features = False   # True: the release's multilingual-BERT features (required)
+    # True (with text_features): the features stay in the TFDS ArrayRecord files and are read
+    # when a batch uses them (grain threads, per-process shards, the stream's state in the
+    # checkpoints); the release's are tens of GB
+    c.data.stream = False
+    c.data.stream_threads = 2
     c.data.max_path = 12
     c.data.features = "synthetic"  # "" (angles only) | synthetic | <views .npz>
     c.data.feature_dim = 32        # synthetic features

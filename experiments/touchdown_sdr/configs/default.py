@@ -47,6 +47,13 @@ def get_config():
     c.data.tune_fraction = 0.07    # of train descriptions, held out for early stopping
     c.data.eval_splits = "dev,test"
     c.data.max_tokens = 48
+    # True: no TFDS copy of the features; the views come from the official records in
+    # manual_dir and each panorama's features/<panoid>.npy is read when a batch uses it (grain
+    # threads, per-process shards, the stream's state in the checkpoints): the real train split
+    # is ~212 GB decoded
+    c.data.stream = False
+    c.data.feature_shape = "100,464,128"   # stream: [H, W, C] of every feature file
+    c.data.stream_threads = 2              # stream: grain reader threads (and batches prefetched)
 
     c.eval = ml_collections.ConfigDict()
     c.eval.metric = "acc@80"       # tune-set early stopping and best parameters

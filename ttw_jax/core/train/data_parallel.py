@@ -104,3 +104,11 @@ def episode_sampler(arrays: dict, batch_size: int, mesh: Mesh):
     return lambda key: jax.lax.with_sharding_constraint(sample(key, device_arrays),
                                                        batch_sharded(mesh))
 
+
+
+def shard_process_local(tree, mesh: Mesh):
+    """Global batch arrays, sharded along 'data', from this process's rows of the batch (e.g.
+    a `BatchStream`'s): process p's rows are the p-th contiguous part of the global batch."""
+    sharding = batch_sharded(mesh)
+    return jax.tree_util.tree_map(
+        lambda x: jax.make_array_from_process_local_data(sharding, np.asarray(x)), tree)

@@ -50,7 +50,8 @@ def _any_process(flag: bool) -> bool:
 def fit(state: Any, *, config: ml_collections.ConfigDict, workdir: str, writer: MetricWriter,
         place: Callable[[Any], Any], step_fn: Callable[[Any, int], tuple[Any, dict]],
         evaluate: Callable[[Any], dict], metric: str, mode: str = "max",
-        eval_prefix: str = "valid", hooks: Sequence[Callable[[int], None]] = ()):
+        eval_prefix: str = "valid", hooks: Sequence[Callable[[int], None]] = (),
+        data: Any = None):
     """Trains from the newest checkpoint in `<workdir>/checkpoints` (or from `state`).
 
     `step_fn(state, step) -> (state, metrics)` runs training step `step` (1-based; derive its
@@ -61,7 +62,9 @@ def fit(state: Any, *, config: ml_collections.ConfigDict, workdir: str, writer: 
     `config.log_every` steps, and a non-finite training `loss` then stops the run with a
     `FloatingPointError` naming its step (the checkpoints before it are kept). A SIGTERM
     (preemption) checkpoints the state at the next sync and raises `Preempted` (exit status 0).
-    `hooks` are called with the step number after every step.
+    `hooks` are called with the step number after every step. `data`: a streaming iterator
+    (`ttw_jax.core.stream.BatchStream`) that `step_fn` reads; its `get_state()` is saved in
+    every checkpoint and restored on resume (`set_state`), so a resumed run reads the same batches.
 
     Returns (state, best_params, meta) with meta = {step, best, best_step, best_eval,
     bad_evals, stopped}; `best_eval` is the whole `evaluate` result at `best_step` (also after a
@@ -78,6 +81,8 @@ def fit(state: Any, *, config: ml_collections.ConfigDict, workdir: str, writer: 
     if restored is not None:
         (trees, meta) = restored
         state, best_params = trees["state"], trees["best_params"]
+        if data is not None and meta.get("data_state") is not None:
+            data.set_state(meta["data_state"])
         logging.info("Resumed from step %d of %s", meta["step"], workdir)
     writer.truncate_after(meta["step"])
     state, best_params = place((state, best_params))
@@ -89,13 +94,19 @@ def fit(state: Any, *, config: ml_collections.ConfigDict, workdir: str, writer: 
     with sigterm_flag() as preempt:
         state, best_params = _train(state, best_params, meta, ckpt, config, workdir, writer,
                                     step_fn, evaluate, metric, sign, eval_prefix, hooks, progress,
-                                    preempt)
+                                    preempt, data)
     return state, best_params, meta
 
 
 def _train(state, best_params, meta, ckpt, config, workdir, writer, step_fn, evaluate, metric,
-           sign, eval_prefix, hooks, progress, preempt):
+           sign, eval_prefix, hooks, progress, preempt, data):
     """`fit`'s loop; updates `meta` in place and returns (state, best_params)."""
+    def save(step):
+        meta["step"] = step
+        if data is not None:
+            meta["data_state"] = data.get_state()
+        ckpt.save(step, {"state": state, "best_params": best_params}, meta)
+
     pending, t0 = [], time.time()
     step = meta["step"]
     while step < config.num_steps and not meta["stopped"]:
@@ -133,16 +144,14 @@ def _train(state, best_params, meta, ckpt, config, workdir, writer, step_fn, eva
                 else:
                     meta["bad_evals"] += 1
                     meta["stopped"] = meta["bad_evals"] >= config.patience
-                meta["step"] = step
-                ckpt.save(step, {"state": state, "best_params": best_params}, meta)
+                save(step)
             writer.write(step, scalars)
             if evaluate_now:
                 writer.flush()   # every point up to a checkpoint is on disk
             # Preemption is checked where the hosts sync, so that all of them agree on the step.
             if _any_process(preempt.is_set()) and step < config.num_steps:
                 if not evaluate_now:
-                    meta["step"] = step
-                    ckpt.save(step, {"state": state, "best_params": best_params}, meta)
+                    save(step)
                 writer.flush()
                 if progress is not None:
                     progress.close()

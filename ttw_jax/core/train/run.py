@@ -158,16 +158,18 @@ class Run:
     def fit(self, state, step_fn: Callable, evaluate: Callable[[Any], dict], *,
             eval_prefix: str = "dev", hooks: Sequence[Callable[[int], None]] = (),
             workdir: paths.PathLike | None = None, config: ml_collections.ConfigDict | None = None,
-            metric: str | None = None, mode: str | None = None):
+            metric: str | None = None, mode: str | None = None, data=None):
         """`ttw_jax.core.train.loop.fit` under `config.eval.metric` / `config.eval.mode`. A stage
         of a multi-stage run passes its own `workdir` (a sub-directory, with its own writer),
-        `config` (num_steps, eval_every, ...) and `metric` / `mode`."""
+        `config` (num_steps, eval_every, ...) and `metric` / `mode`. `data`: a streaming
+        iterator whose state the checkpoints keep (see `fit`)."""
         writer = self.writer if workdir is None else MetricWriter(workdir)
         try:
             return fit(state, config=config or self.config, workdir=workdir or self.workdir,
                        writer=writer, place=self.replicate, step_fn=step_fn, evaluate=evaluate,
                        metric=metric or self.config.eval.metric,
-                       mode=mode or self.config.eval.mode, eval_prefix=eval_prefix, hooks=hooks)
+                       mode=mode or self.config.eval.mode, eval_prefix=eval_prefix, hooks=hooks,
+                       data=data)
         finally:
             if workdir is not None:
                 writer.close()

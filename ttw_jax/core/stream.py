@@ -1,0 +1,101 @@
+"""Streaming training batches for data that does not fit in memory: grain over a random-access
+source, each process reading only its share of every global batch.
+
+`BatchStream(load, n, global_batch, seed)` yields this process's rows of consecutive global batches:
+global position g of the stream is example `permutation(seed, epoch)[g % n]` (a fresh
+permutation each epoch, so an epoch visits every example once), global batch s covers positions
+[s * B, (s + 1) * B), and process p of P reads positions [s * B + p * B / P, s * B + (p + 1) * B /
+P), so the processes read disjoint rows and together the global batch of one process with all
+devices. `load(i) -> {name: array}` reads example i (from a memory-mapped file, an ArrayRecord
+data source, ...); grain runs it in `num_threads` threads and keeps `prefetch` (default
+`num_threads`) batches ready.
+`get_state()` / `set_state()` are grain's iterator state (a JSON dict); `fit` saves it in the
+checkpoint, so a resumed run reads the batches an uninterrupted one would.
+
+`LazyRows` is an array-like [E, ...] whose rows are read on indexing (`rows[idx]`), for the
+evaluations, which take batches of consecutive rows.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+
+@functools.lru_cache(maxsize=4)
+def _permutation(seed: int, epoch: int, n: int) -> np.ndarray:
+    return np.random.default_rng((seed, epoch)).permutation(n)
+
+
+def example_index(position: int, n: int, seed: int) -> int:
+    """The example at global stream position `position` (epoch = position // n)."""
+    epoch, r = divmod(int(position), n)
+    return int(_permutation(seed, epoch, n)[r])
+
+
+class BatchStream:
+    """Iterator over this process's part of each global batch: {name: [B / P, ...] numpy}."""
+
+    def __init__(self, load: Callable[[int], dict], n: int, global_batch: int, seed: int,
+                 process_index: int = 0, process_count: int = 1, num_threads: int = 2,
+                 prefetch: int | None = None):
+        import grain
+        if n <= 0:
+            raise ValueError("nothing to stream: the source is empty")
+        if global_batch <= 0 or global_batch % process_count:
+            raise ValueError(f"the global batch ({global_batch}) must be a positive multiple of "
+                             f"the number of processes ({process_count})")
+        self.n, self.global_batch, self.seed = n, global_batch, seed
+        self.local = global_batch // process_count
+        offset = process_index * self.local
+
+        def position(q: int) -> int:   # this process's q-th row -> global stream position
+            step, r = divmod(q, self.local)
+            return step * global_batch + offset + r
+
+        ds = grain.MapDataset.range(0, 1 << 50).map(
+            lambda q: load(example_index(position(q), n, seed))).batch(self.local)
+        self._iter = iter(ds.to_iter_dataset(grain.ReadOptions(
+            num_threads=num_threads, prefetch_buffer_size=prefetch or num_threads)))
+
+    def indices(self, step: int, process_index: int = 0) -> np.ndarray:
+        """The example indices of process `process_index`'s rows of global batch `step` (0-based)."""
+        lo = step * self.global_batch + process_index * self.local
+        return np.asarray([example_index(g, self.n, self.seed) for g in range(lo, lo + self.local)])
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> dict:
+        return next(self._iter)
+
+    def get_state(self) -> dict:
+        return self._iter.get_state()
+
+    def set_state(self, state: dict) -> None:
+        self._iter.set_state(state)
+
+
+class LazyRows:
+    """An [E, *row_shape] array-like read row by row: `rows[idx]` (an int array, a slice or an
+    int) calls `read(i)` for each row and stacks them."""
+
+    def __init__(self, read: Callable[[int], np.ndarray], length: int,
+                 row_shape: Sequence[int], dtype: Any):
+        self._read, self._len = read, length
+        self.shape = (length, *row_shape)
+        self.dtype = np.dtype(dtype)
+        self.ndim = len(self.shape)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, idx):
+        if isinstance(idx, (int, np.integer)):
+            return np.asarray(self._read(int(idx) % self._len), self.dtype)
+        rows = np.arange(self._len)[idx]
+        out = np.empty((len(rows), *self.shape[1:]), self.dtype)
+        for j, i in enumerate(rows):
+            out[j] = self._read(int(i))
+        return out
