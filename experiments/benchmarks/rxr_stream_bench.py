@@ -18,7 +18,7 @@ import ml_collections
 from absl import app, flags
 from flax.training import train_state
 
-from experiments.benchmarks.stream_common import peak_rss_mb, report, run_dir, timed_steps
+from experiments.benchmarks.stream_common import child_main, peak_rss_mb, run_dir, timed_steps
 from experiments.rxr import train
 from experiments.rxr.configs import default
 from ttw_datasets.rxr.rxr_dataset_builder import SYNTHETIC_TRAIN_SCANS, SYNTHETIC_UNSEEN_SCANS
@@ -93,8 +93,7 @@ def rxr_child(n: int, steps: int) -> dict:
     loss_config = ml_collections.ConfigDict({**c.loss.to_dict(), "horizon": c.train_horizon})
     step = dp.make_train_step(mixed_loss(model, loss_config), mesh, num_consts=3)
     keys = [k for k in train.BATCH_KEYS if k in eps]
-    stream = BatchStream(lambda i: {k: eps[k][i] for k in keys}, len(eps["start"]), c.batch_size,
-                         c.seed, num_threads=c.data.stream_threads)
+    stream = BatchStream.of_rows(eps, keys, c.batch_size, c.seed, c.data.stream_threads)
     step_fn = lambda st, s: step(st, dp.shard_process_local(next(stream), mesh),
                                  jax.random.key(s), graph, features, geodesic)
     _, seconds = timed_steps(step_fn, state, steps)
@@ -104,13 +103,9 @@ def rxr_child(n: int, steps: int) -> dict:
             "decoded_mb": len(eps["start"]) * c.data.max_tokens * RXR_DIM * 2 / 2**20}
 
 
-
 def main(argv):
     del argv
-    if FLAGS.prepare_only:
-        prepare(FLAGS.instructions)
-    else:
-        report(rxr_child(FLAGS.instructions, FLAGS.steps))
+    child_main(FLAGS.prepare_only, prepare, rxr_child, FLAGS.instructions, FLAGS.steps)
 
 
 if __name__ == "__main__":

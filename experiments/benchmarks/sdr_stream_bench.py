@@ -16,7 +16,7 @@ import numpy as np
 from absl import app, flags
 from flax.training import train_state
 
-from experiments.benchmarks.stream_common import peak_rss_mb, report, run_dir, timed_steps
+from experiments.benchmarks.stream_common import child_main, peak_rss_mb, run_dir, timed_steps
 from experiments.touchdown_sdr import train
 from experiments.touchdown_sdr.configs import default
 from ttw_jax.core.stream import BatchStream
@@ -61,8 +61,7 @@ def sdr_child(n: int, steps: int) -> dict:
         tx=make_optimizer(train.optimizer_config(c), 100)), mesh)
     step = dp.make_train_step(make_loss(model, c.sigma), mesh)
     keys = ("features", "center", "tokens", "token_len")
-    stream = BatchStream(lambda i: {k: tr[k][i] for k in keys}, len(tr["center"]), c.batch_size,
-                         c.seed, num_threads=c.data.stream_threads)
+    stream = BatchStream.of_rows(tr, keys, c.batch_size, c.seed, c.data.stream_threads)
     step_fn = lambda st, s: step(st, dp.shard_process_local(next(stream), mesh),
                                  jax.random.key(s))
     _, seconds = timed_steps(step_fn, state, steps)
@@ -72,13 +71,9 @@ def sdr_child(n: int, steps: int) -> dict:
             "decoded_mb": n * PANORAMA_MB}
 
 
-
 def main(argv):
     del argv
-    if FLAGS.prepare_only:
-        prepare(FLAGS.panoramas)
-    else:
-        report(sdr_child(FLAGS.panoramas, FLAGS.steps))
+    child_main(FLAGS.prepare_only, prepare, sdr_child, FLAGS.panoramas, FLAGS.steps)
 
 
 if __name__ == "__main__":

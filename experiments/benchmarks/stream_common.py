@@ -31,7 +31,14 @@ def run_dir(data_dir: str, name: str) -> str:
     return path
 
 
-
 def report(result: dict) -> None:
     """The child's one line the driver (`stream_bench`) reads."""
     print("RESULT " + json.dumps(result), flush=True)
+
+
+def child_main(prepare_only: bool, prepare, measure, size: int, steps: int) -> None:
+    """A benchmark child: `prepare(size)` only, or `report(measure(size, steps))`."""
+    if prepare_only:
+        prepare(size)
+    else:
+        report(measure(size, steps))

@@ -243,9 +243,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     stream = None
     if config.data.stream:   # this process's rows of each batch, read by grain's threads
         keys = [k for k in BATCH_KEYS if k in train_eps]
-        stream = BatchStream(lambda i: {k: train_eps[k][i] for k in keys},
-                             len(train_eps["start"]), config.batch_size, config.seed,
-                             jax.process_index(), jax.process_count(), config.data.stream_threads)
+        stream = BatchStream.of_rows(train_eps, keys, config.batch_size, config.seed,
+                                     config.data.stream_threads)
         sample = lambda key: dp.shard_process_local(next(stream), run.mesh)
     else:
         sample = dp.episode_sampler({k: train_eps[k] for k in BATCH_KEYS if k in train_eps},

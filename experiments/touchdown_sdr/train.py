@@ -198,9 +198,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     step_key = run.key(STEPS)
     stream = None
     if config.data.stream:   # this process's rows of each batch, read by grain's threads
-        stream = BatchStream(lambda i: {k: train[k][i] for k in keys}, len(train["center"]),
-                             config.batch_size, config.seed, jax.process_index(),
-                             jax.process_count(), config.data.stream_threads)
+        stream = BatchStream.of_rows(train, keys, config.batch_size, config.seed,
+                                     config.data.stream_threads)
 
     def step_fn(state, step):
         if stream is not None:   # the stream's state is checkpointed: resumed runs read alike

@@ -59,6 +59,15 @@ class BatchStream:
         self._iter = iter(ds.to_iter_dataset(grain.ReadOptions(
             num_threads=num_threads, prefetch_buffer_size=prefetch or num_threads)))
 
+    @classmethod
+    def of_rows(cls, arrays: dict, keys: Sequence[str], global_batch: int, seed: int,
+                num_threads: int = 2) -> "BatchStream":
+        """The stream of this JAX process over the rows of `arrays[k]` for `keys` (arrays or
+        `LazyRows` with a common leading axis): the trainers' training batches."""
+        import jax
+        return cls(lambda i: {k: arrays[k][i] for k in keys}, len(arrays[keys[0]]),
+                   global_batch, seed, jax.process_index(), jax.process_count(), num_threads)
+
     def indices(self, step: int, process_index: int = 0) -> np.ndarray:
         """The example indices of process `process_index`'s rows of global batch `step` (0-based)."""
         lo = step * self.global_batch + process_index * self.local
