@@ -48,10 +48,11 @@ def source_fingerprint(manual_dir: str) -> dict[str, list[int]]:
     `manual_dir` may be any `paths.resolve` path)."""
     root = paths.resolve(manual_dir)
     if paths.is_uri(root):
-        return {os.fspath(p.relative_to(root)): [p.stat().length, int(p.stat().mtime * 1e9)]
-                for p in sorted(root.rglob("*"))
-                if not any(part.startswith(".") for part in p.relative_to(root).parts)
-                and not p.is_dir()}
+        files = [p for p in sorted(root.rglob("*"))
+                 if not any(part.startswith(".") for part in p.relative_to(root).parts)
+                 and not p.is_dir()]
+        stats = {os.fspath(p.relative_to(root)): p.stat() for p in files}   # one call per file
+        return {name: [st.length, int(st.mtime * 1e9)] for name, st in stats.items()}
     out = {}
     for dirpath, dirnames, files in os.walk(manual_dir):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
