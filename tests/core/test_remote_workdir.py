@@ -113,3 +113,14 @@ def test_a_run_killed_and_resumed_in_a_bucket_matches_a_local_run(trained, tfds_
     steps = [json.loads(line)["step"] for line in (local / "metrics.jsonl").read_text().splitlines()]
     assert steps == sorted(steps) and len(steps) == len(set(steps))
     assert not os.path.exists(os.path.join(ROOT, "gs:")) and not os.path.exists("gs:")
+
+
+def test_manual_files_in_a_bucket_are_fingerprinted(bucket):
+    from ttw_jax.core.tfds import source_fingerprint
+    (bucket / "b" / "m" / "sub").mkdir(parents=True)
+    (bucket / "b" / "m" / "a.txt").write_text("xy")
+    (bucket / "b" / "m" / "sub" / "c.txt").write_text("z")
+    (bucket / "b" / "m" / ".hidden").write_text("q")
+    fp = source_fingerprint("gs://b/m")
+    assert sorted(fp) == ["a.txt", "sub/c.txt"]
+    assert [fp["a.txt"][0], fp["sub/c.txt"][0]] == [2, 1]

@@ -48,11 +48,15 @@ def source_fingerprint(manual_dir: str) -> dict[str, list[int]]:
     `manual_dir` may be any `paths.resolve` path)."""
     root = paths.resolve(manual_dir)
     if paths.is_uri(root):
-        files = [p for p in sorted(root.rglob("*"))
-                 if not any(part.startswith(".") for part in p.relative_to(root).parts)
-                 and not p.is_dir()]
-        stats = {os.fspath(p.relative_to(root)): p.stat() for p in files}   # one call per file
-        return {name: [st.length, int(st.mtime * 1e9)] for name, st in stats.items()}
+        out, bare = {}, os.fspath(root).split("://", 1)[1]   # walk yields scheme-less folders
+        for dirpath, dirnames, files in root.walk():        # buckets do not glob recursively
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            sub = os.path.relpath(os.fspath(dirpath).split("://", 1)[-1], bare)
+            for f in sorted(x for x in files if not x.startswith(".")):
+                rel = os.path.normpath(os.path.join(sub, f))
+                st = (root / rel).stat()
+                out[rel] = [st.length, int(st.mtime * 1e9)]
+        return out
     out = {}
     for dirpath, dirnames, files in os.walk(manual_dir):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
