@@ -13,6 +13,12 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     _OWN_CACHE = os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="ttw_jax_cache_")
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
+# Subprocess launchers start with glibc's huge-page tunable (see `launch.allocator_env`) rather
+# than re-executing themselves to set it.
+if "glibc.malloc.hugetlb" not in os.environ.get("GLIBC_TUNABLES", ""):
+    os.environ["GLIBC_TUNABLES"] = ":".join(
+        t for t in (os.environ.get("GLIBC_TUNABLES", ""), "glibc.malloc.hugetlb=1") if t)
+
 import contextlib  # noqa: E402
 import shutil  # noqa: E402
 

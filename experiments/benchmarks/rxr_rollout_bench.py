@@ -224,7 +224,12 @@ def main(argv=None) -> None:
         moves = int((np.asarray(scan_actions) != mp.STOP).sum())
         print(f"{'':6s} actions identical ({scan_actions.shape[0]} x {scan_actions.shape[1]}; "
               f"{moves} non-STOP)")
-        temp = loop_step.lower(consts, carry, state, 0, keys).compile().memory_analysis()
+        compiled = loop_step.lower(consts, carry, state, 0, keys).compile()
+        temp = compiled.memory_analysis()
+        cost = compiled.cost_analysis()
+        cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+        print(f"{'':6s} one step (policy + simulator), XLA cost analysis: "
+              f"{float(cost['flops']) / 1e9:.3f} GFLOP per step")
         print(f"{'':6s} one step call, blocked: {secs['1 step'] * 1e3:.2f} ms, "
               f"{faults['1 step']:,.0f} faults (step temp buffer "
               f"{temp.temp_size_in_bytes / 2**20:.1f} MiB = {temp.temp_size_in_bytes / 4096:,.0f} "

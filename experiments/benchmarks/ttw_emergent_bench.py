@@ -20,6 +20,8 @@ import optax
 from absl import app, flags
 from flax.training import train_state
 
+from experiments.benchmarks.run_all import matmul_peak, timeit
+from experiments.benchmarks.run_all import xla_flops as flops_of
 from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.talk_the_walk import maps, walks
 from ttw_jax.talk_the_walk.emergent.losses import localization_loss
@@ -38,33 +40,6 @@ flags.DEFINE_integer("compare_batch", 16, "Batch of the MASC implementation comp
 flags.DEFINE_integer("full_task_features", 128, "L of the model used in the full task.")
 flags.DEFINE_string("maps_dir", "../shared/data/ttw/maps", "Real maps (synthetic if missing).")
 flags.DEFINE_integer("repeats", 10, "Timed repetitions per measurement (fewer for the slow ones).")
-
-
-def timeit(fn, *args, repeats: int) -> float:
-    """Median seconds per call of an already-compiled function (after one warm-up call)."""
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - t)
-    return float(np.median(times))
-
-
-def flops_of(jitted, *args) -> float:
-    cost = jitted.lower(*args).compile().cost_analysis()
-    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-    return float(cost["flops"])
-
-
-def matmul_peak(repeats: int) -> float:
-    """Best GFLOP/s of square f32 matmuls of a few sizes."""
-    best = 0.0
-    for n in (1024, 2048, 3072):
-        a = jax.random.normal(jax.random.key(0), (n, n))
-        f = jax.jit(lambda x, y: x @ y)
-        best = max(best, 2 * n ** 3 / timeit(f, a, a, repeats=max(3, repeats // 4)) / 1e9)
-    return best
 
 
 def bench_train_step(table, repeats: int) -> dict:
@@ -145,7 +120,7 @@ def main(_):
         data, source = maps.load_windows(None), "synthetic"
     tables = {s: w.landmarks for s, w in data.items()}
     print(f"device: {jax.devices()[0].device_kind} x{jax.device_count()}, maps: {source}")
-    peak = matmul_peak(FLAGS.repeats)
+    peak = matmul_peak(quick=False)
     train = bench_train_step(tables["train"], FLAGS.repeats)
     print(f"(a) MASC train step, T={FLAGS.T}, L={FLAGS.features}, batch {FLAGS.batch_size}: "
           f"{train['step_ms']:.1f} ms/step, {train['examples_per_s']:.0f} examples/s, "

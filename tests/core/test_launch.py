@@ -86,3 +86,26 @@ def test_launcher_refuses_an_unknown_key_in_one_line(tmp_path):
                           f"--workdir={tmp_path}", "--config=paper", "--config.num_epochs=x"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert "no such config key" not in out.stderr
+
+
+def test_compilation_cache_dir_flag_env_default_and_off(tmp_path):
+    from ttw_jax.core.train.launch import compilation_cache_dir
+    home = os.path.join(os.path.expanduser("~"), ".cache", "ttw_jax", "xla")
+    assert compilation_cache_dir(None, {}) == home
+    assert compilation_cache_dir(None, {"TTW_JAX_COMPILATION_CACHE": str(tmp_path)}) == str(tmp_path)
+    assert compilation_cache_dir(str(tmp_path / "c"), {"TTW_JAX_COMPILATION_CACHE": "x"}) == \
+        str(tmp_path / "c")
+    assert compilation_cache_dir("none", {}) is None
+    assert compilation_cache_dir(None, {"TTW_JAX_COMPILATION_CACHE": "None"}) is None
+    # JAX's own variable wins: JAX reads it itself.
+    assert compilation_cache_dir(str(tmp_path), {"JAX_COMPILATION_CACHE_DIR": "/x"}) is None
+
+
+def test_allocator_env_adds_huge_pages_once():
+    from ttw_jax.core.train.launch import allocator_env
+    env = allocator_env({"PATH": "/bin"})
+    assert env == {"PATH": "/bin", "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
+    assert allocator_env({"GLIBC_TUNABLES": "glibc.malloc.arena_max=2"})["GLIBC_TUNABLES"] == \
+        "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"
+    assert allocator_env(env) is None   # the re-executed launcher runs as is
+    assert allocator_env({"TTW_JAX_HUGEPAGES": "0"}) is None

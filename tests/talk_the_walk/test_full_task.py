@@ -89,3 +89,62 @@ def test_orientation_aware_tourist_walks_with_turns_and_forward():
     assert int(aware(jax.random.key(5), on_agnostic).evaluations.max()) == 0
     assert int(run_full_task(jax.random.key(5), on_agnostic, lm, target, T=3,
                              max_steps=20).evaluations.max()) > 0
+
+
+def reference_full_task(key, predict, landmarks, target, T, max_steps, max_evals, greedy,
+                        label, aware):
+    """One episode at a time in a Python loop, with the per-episode keys `run_full_task` uses."""
+    from ttw_jax.talk_the_walk import env as grid
+    lo, hi = (4, 7) if aware else (0, 4)
+    checked = 0 if label == "start" else T
+    rows = []
+    for i in range(len(target)):
+        lm, tgt = landmarks[i], int(target[i])
+        k_reset, k_steps = jax.random.split(jax.random.fold_in(key, i))
+        state = grid.random_reset(lm, k_reset)
+        obs = [grid.observe(lm, state, aware)] * (T + 1)
+        pos = [np.asarray(state.pos)] * (T + 1)
+        acts, evals, row = [0] * T, 0, None
+        for t in range(max_steps):
+            k_pred, k_move = jax.random.split(jax.random.fold_in(k_steps, t))
+            logits = predict(jnp.stack(obs)[None], jnp.asarray(acts, jnp.int32)[None], lm[None])[0]
+            pred = int(jnp.argmax(logits) if greedy else jax.random.categorical(k_pred, logits))
+            if t >= T and pred == tgt:
+                evals += 1
+                if pos[checked][0] * 4 + pos[checked][1] == tgt:
+                    row = (True, True, t, evals)
+                elif evals >= max_evals:
+                    row = (False, True, t, evals)
+                if row:
+                    break
+            action = int(jax.random.randint(k_move, (), lo, hi))
+            state = grid.step(lm, state, action)
+            obs = obs[1:] + [grid.observe(lm, state, aware)]
+            pos = pos[1:] + [np.asarray(state.pos)]
+            acts = (acts + [action])[1:] if T else []
+        rows.append(row or (False, False, max_steps, evals))
+    return [np.array(c) for c in zip(*rows)]
+
+
+@pytest.mark.parametrize("greedy,label,aware,max_evals", [
+    (False, "final", False, 3), (True, "start", False, 3), (False, "start", True, 1)])
+def test_slots_match_an_episode_by_episode_reference(greedy, label, aware, max_evals):
+    # A guide that is often wrong: logits from a fixed random table of the observations and
+    # actions, so episodes end after different numbers of steps (and some run out of steps).
+    w_obs = jax.random.normal(jax.random.key(7), (20, 16)) * 2
+    w_act = jax.random.normal(jax.random.key(8), (7, 16)) * 2
+
+    def predict(obs, actions, landmarks):
+        return jnp.sum(w_obs[obs[:, :, 0]], 1) + jnp.sum(w_act[actions], 1)
+
+    ids = jax.random.randint(jax.random.key(9), (10, 4, 4, 2), 0, 12)
+    target = jnp.arange(10, dtype=jnp.int32) % 16
+    key = jax.random.key(11)
+    ref = reference_full_task(key, predict, ids, target, 2, 25, max_evals, greedy, label, aware)
+    assert len(set(ref[2].tolist())) > 2 and ref[3].sum() > 0   # episodes end at different steps
+    for slots in (1, 4, 10):
+        res = jax.jit(lambda k: run_full_task(k, predict, ids, target, T=2, max_steps=25,
+                                              max_evals=max_evals, greedy=greedy, label=label,
+                                              orientation_aware=aware, slots=slots))(key)
+        for got, want in zip((res.success, res.ended, res.steps, res.evaluations), ref):
+            np.testing.assert_array_equal(np.asarray(got), want)

@@ -116,3 +116,41 @@ def test_labels_agree_without_actions_by_time_reversal(T):
     assert bayes_rate(table, T, False, label="start") == bayes_rate(table, T, False, label="final")
     # ... while the actions break the symmetry: clamped walks merge at their end, never at the start.
     assert bayes_rate(table, T, True, label="start")[0] < bayes_rate(table, T, True, label="final")[0]
+
+
+@pytest.mark.parametrize("aware", [False, True])
+@pytest.mark.parametrize("label", ["final", "start"])
+def test_enumerate_walks_equals_replay_on_every_window(aware, label):
+    # The enumeration replays template walks once and gathers each window's observations; the
+    # reference replays every walk on its own window with the environment.
+    import jax
+    import jax.numpy as jnp
+
+    from ttw_jax.talk_the_walk import env as grid
+    from ttw_jax.talk_the_walk import walks
+
+    table = maps.windows(maps.synthetic_maps(seed=4, names=["hellskitchen"]), "valid").landmarks
+    T = 2
+    got = walks.enumerate_walks(table, T, label, aware)
+    seqs = walks.action_sequences(T, walks.action_set(aware))
+    win, sx, sy, so, seq = (a.ravel() for a in np.meshgrid(
+        np.arange(len(table)), np.arange(4), np.arange(4), np.arange(4 if aware else 1),
+        np.arange(len(seqs)), indexing="ij"))
+    start = jax.vmap(grid.reset)(jnp.asarray(table[win]), jnp.stack([sx, sy], -1), so)
+    ref = jax.vmap(grid.walk, in_axes=(0, 0, 0, None))(jnp.asarray(table[win]), start,
+                                                        jnp.asarray(seqs[seq]), aware)
+    corner = np.asarray(ref.positions)[:, -1 if label == "final" else 0]
+    np.testing.assert_array_equal(got["obs"], np.asarray(ref.obs))
+    np.testing.assert_array_equal(got["actions"], np.asarray(ref.actions))
+    np.testing.assert_array_equal(got["landmarks"], table[win])
+    np.testing.assert_array_equal(got["target"], corner[:, 0] * 4 + corner[:, 1])
+    assert (got["obs"] != np.asarray(ref.obs)[::-1]).any()   # the comparison can fail
+
+
+def test_row_ids_number_distinct_rows():
+    from ttw_jax.talk_the_walk.upper_bound import row_ids
+    rows = np.array([[3, -1, 7], [0, 0, 0], [3, -1, 7], [0, 0, 1], [2**40, 0, 0]])
+    ids = row_ids(rows)
+    assert ids[0] == ids[2] and len(set(ids.tolist())) == 4
+    _, ref = np.unique(rows, axis=0, return_inverse=True)
+    np.testing.assert_array_equal(ids, ref.ravel())

@@ -28,17 +28,28 @@ def bayes_rate(table: np.ndarray, T: int, condition_on_actions: bool = True,
     obs = ex["obs"]  # (E, T+1, K)
     if not order_sensitive:
         obs = np.sort(obs, axis=-1)
-    _, obs_id = np.unique(obs.reshape(-1, obs.shape[-1]), axis=0, return_inverse=True)
-    obs_id = obs_id.reshape(obs.shape[:2])
-    n = len(obs_id)
+    n = len(obs)
     window = np.arange(n) // (n // table.shape[0])   # rows are window-major
-    cols = [window[:, None], obs_id]
+    cols = [window[:, None], obs.reshape(n, -1)]
     if condition_on_actions:
         cols.append(ex["actions"])
-    _, group = np.unique(np.concatenate(cols, axis=1), axis=0, return_inverse=True)
-    group = group.ravel()
+    group = row_ids(np.concatenate(cols, axis=1))
     cells = table.shape[1] * table.shape[2]
     pairs, counts = np.unique(group * cells + ex["target"], return_counts=True)
     best = np.zeros(group.max() + 1, np.int64)
     np.maximum.at(best, pairs // cells, counts)
     return int(best.sum()), n
+
+
+def row_ids(rows: np.ndarray) -> np.ndarray:
+    """(E,) int64 ids of the distinct rows of the integer array (E, D): equal rows, equal ids.
+
+    Column by column, (id so far, next column) pairs are renumbered densely with a 1-D unique,
+    which is much faster than `np.unique(axis=0)` and never overflows (ids stay below E).
+    """
+    rows = np.asarray(rows, np.int64)
+    ids = np.zeros(len(rows), np.int64)
+    for col in rows.T:
+        col = col - col.min()
+        _, ids = np.unique(ids * (int(col.max()) + 1) + col, return_inverse=True)
+    return ids.ravel().astype(np.int64)

@@ -14,6 +14,7 @@ action sequence) exactly once, which is the distribution the Bayes upper bound i
 """
 from __future__ import annotations
 
+import functools
 import itertools
 
 import jax
@@ -64,8 +65,18 @@ def action_sequences(T: int, actions=tuple(range(grid.NUM_AGNOSTIC_ACTIONS))) ->
         len(actions) ** T, T)
 
 
-# One jitted program for every enumeration (static: orientation_aware).
-_replay = jax.jit(jax.vmap(grid.walk, in_axes=(0, 0, 0, None)), static_argnums=3)
+@functools.partial(jax.jit, static_argnums=4)
+def _replay(landmarks, pos, orientation, actions, orientation_aware: bool) -> grid.Walk:
+    """Walks (P,) from corners pos (P, 2) facing `orientation` (P,) on windows (P, X, Y, K)."""
+    start = batched(grid.reset, params_axis=0)(landmarks, pos, orientation)
+    return jax.vmap(grid.walk, in_axes=(0, 0, 0, None))(landmarks, start, actions,
+                                                        orientation_aware)
+
+
+def _template(nx: int, ny: int) -> np.ndarray:
+    """A (1, X, Y, 1) window whose corner (x, y) holds the id `EMPTY_ID + 1 + x * Y + y`."""
+    ids = grid.EMPTY_ID + 1 + np.arange(nx * ny, dtype=np.int32).reshape(1, nx, ny, 1)
+    return ids
 
 
 def enumerate_walks(table: np.ndarray, T: int, label: str = "final",
@@ -74,14 +85,25 @@ def enumerate_walks(table: np.ndarray, T: int, label: str = "final",
 
     Rows are ordered window-major, then start corner (x-major), then start orientation (aware
     only; agnostic walks start facing north, which they never observe), then action sequence.
+    Where the tourist goes, and whether it sees its corner, does not depend on the window: the
+    walks are replayed once by the environment on a template window whose ids name the corners,
+    and every window's observations are gathered from those (no program per table size).
     """
-    w, nx, ny, _ = table.shape
+    table = np.asarray(table)
+    w, nx, ny, k = table.shape
     seqs = action_sequences(T, action_set(orientation_aware))
     orientations = np.arange(4 if orientation_aware else 1)
-    win, sx, sy, so, seq = (a.ravel() for a in np.meshgrid(
-        np.arange(w), np.arange(nx), np.arange(ny), orientations, np.arange(len(seqs)),
-        indexing="ij"))
-    landmarks = jnp.asarray(table)[win]
-    start = batched(grid.reset, params_axis=0)(landmarks, jnp.stack([sx, sy], -1), so)
-    walks = _replay(landmarks, start, jnp.asarray(seqs[seq]), orientation_aware)
-    return jax.tree_util.tree_map(np.asarray, _examples(landmarks, walks, label))
+    sx, sy, so, seq = (a.ravel() for a in np.meshgrid(
+        np.arange(nx), np.arange(ny), orientations, np.arange(len(seqs)), indexing="ij"))
+    template = jnp.asarray(np.broadcast_to(_template(nx, ny), (len(sx), nx, ny, 1)))
+    walks = _replay(template, np.stack([sx, sy], -1), so, seqs[seq], orientation_aware)
+    positions, seen = np.asarray(walks.positions), np.asarray(walks.obs)[..., 0]   # (P, T+1)
+    visible = seen != grid.EMPTY_ID
+    empty = np.zeros((k,), table.dtype)
+    empty[0] = grid.EMPTY_ID
+    obs = table[:, positions[..., 0], positions[..., 1]]                 # (W, P, T+1, K)
+    obs = np.where(visible[None, ..., None], obs, empty).reshape(-1, T + 1, k)
+    corner = positions[:, -1 if check_label(label) == "final" else 0]
+    target = np.tile((corner[:, 0] * ny + corner[:, 1]).astype(np.int32), w)
+    return {"obs": obs.astype(np.int32), "actions": np.tile(seqs[seq], (w, 1)),
+            "landmarks": np.repeat(table, len(sx), axis=0).astype(np.int32), "target": target}

@@ -109,9 +109,16 @@ def _train(state, best_params, meta, ckpt, config, workdir, writer, step_fn, eva
 
     pending, t0 = [], time.time()
     step = meta["step"]
+    first = step + 1
     while step < config.num_steps and not meta["stopped"]:
         step += 1
-        state, metrics = step_fn(state, step)
+        if step == first:   # compilation included: what the compilation cache saves
+            t_first = time.perf_counter()
+            state, metrics = jax.block_until_ready(step_fn(state, step))
+            logging.info("First step of this process (compilation included): %.2f s",
+                         time.perf_counter() - t_first)
+        else:
+            state, metrics = step_fn(state, step)
         pending.append(metrics)
         for hook in hooks:
             hook(step)

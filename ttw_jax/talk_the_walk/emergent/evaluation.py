@@ -13,6 +13,9 @@ from ttw_jax.talk_the_walk.emergent.model import Localizer
 from ttw_jax.talk_the_walk.full_task import full_task_episodes, run_full_task
 
 
+FULL_TASK_SLOTS = 256   # episodes played at a time (the results do not depend on it)
+
+
 def make_evaluator(model: Localizer, mesh, chunk_size: int, greedy: bool, seed: int = 0):
     """Returns evaluate(params, examples) -> accuracy over all examples (numpy dict from
     `walks.enumerate_walks`), computed in padded chunks sharded over the mesh. Sampled discrete
@@ -59,5 +62,6 @@ def evaluate_full_task(model: Localizer, params, table: np.ndarray, key: jax.Arr
     landmarks, target = full_task_episodes(table, repeats)
     predict = make_predict_fn(model, params, greedy_messages)
     run = jax.jit(lambda k, lm, tg: run_full_task(k, predict, lm, tg, T, max_steps, max_evals,
-                                                  greedy, label, orientation_aware))
+                                                  greedy, label, orientation_aware,
+                                                  slots=min(len(tg), FULL_TASK_SLOTS)))
     return run(key, jnp.asarray(landmarks), jnp.asarray(target)).summary()

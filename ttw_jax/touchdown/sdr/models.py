@@ -25,7 +25,8 @@ import dataclasses
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-from jax import lax
+
+from ttw_jax.touchdown.sdr.conv import conv_general_dilated as fast_conv
 
 
 def _uniform(scale: float):
@@ -57,11 +58,21 @@ def apply_text_kernels(features: jax.Array, kernels: jax.Array) -> jax.Array:
 
 def per_example_conv(images: jax.Array, kernels: jax.Array) -> jax.Array:
     """Each example convolved ('SAME', stride 1) with its own kernel: images [B, H, W, C],
-    kernels [B, kh, kw, C, D] -> [B, H, W, D] (vmapped, i.e. one grouped convolution)."""
-    def one(x, k):
-        return lax.conv_general_dilated(x[None], k, (1, 1), "SAME",
-                                        dimension_numbers=("NHWC", "HWIO", "NHWC"))[0]
-    return jax.vmap(one)(images, kernels)
+    kernels [B, kh, kw, C, D] -> [B, H, W, D].
+
+    One batched GEMM per kernel tap, summed: the tap's shifted view of the zero-padded images
+    [B, H*W, C] times the examples' tap kernels [B, C, D] (a vmapped `lax.conv` lowers to a
+    grouped convolution that XLA:CPU runs an order of magnitude slower)."""
+    _, h, w, _ = images.shape
+    kh, kw = kernels.shape[1:3]
+    top, left = (kh - 1) // 2, (kw - 1) // 2   # 'SAME': the extra row / column goes after
+    x = jnp.pad(images, ((0, 0), (top, kh - 1 - top), (left, kw - 1 - left), (0, 0)))
+    out = None
+    for dy in range(kh):
+        for dx in range(kw):
+            tap = jnp.einsum("bhwc,bcd->bhwd", x[:, dy:dy + h, dx:dx + w], kernels[:, dy, dx])
+            out = tap if out is None else out + tap
+    return out
 
 
 def _fit(x: jax.Array, h: int, w: int) -> jax.Array:
@@ -120,7 +131,7 @@ class UNetCore(nn.Module):
         feats = [images]
         for k in range(1, self.levels + 1):
             feats.append(nn.relu(nn.Conv(c, ks, strides=s, padding="SAME", name=f"conv_{k}",
-                                         **kinit)(feats[-1])))
+                                         conv_general_dilated=fast_conv, **kinit)(feats[-1])))
         if text is None:
             gs = feats[1:]
         else:
@@ -134,8 +145,12 @@ class UNetCore(nn.Module):
         h = None
         for k in range(self.levels, 0, -1):
             x = gs[k - 1] if h is None else jnp.concatenate([h, gs[k - 1]], axis=-1)
-            h = nn.ConvTranspose(c, ks, strides=s, padding="SAME", name=f"deconv_{k}",
-                                 **kinit)(x)
+            if self.stride == 1 and self.kernel_size % 2:   # = the ConvTranspose, same params
+                h = nn.Conv(c, ks, padding="SAME", name=f"deconv_{k}",
+                            conv_general_dilated=fast_conv, **kinit)(x)
+            else:
+                h = nn.ConvTranspose(c, ks, strides=s, padding="SAME", name=f"deconv_{k}",
+                                     **kinit)(x)
             h = nn.relu(_fit(h, *feats[k - 1].shape[1:3]))
         h = nn.relu(nn.Dense(self.mlp_hidden, name="mlp_hidden", **kinit)(h))
         scores = nn.Dense(1, use_bias=False, name="mlp_out", **kinit)(h)[..., 0]
@@ -261,8 +276,8 @@ class TiledConcatConv(nn.Module):
         init = kernel_init(self.init_scale)
         kernel = self.param("kernel", init, (k, k, c + text.shape[-1], self.features))
         bias = self.param("bias", nn.initializers.zeros, (self.features,))
-        image = lax.conv_general_dilated(x, kernel[:, :, :c], (1, 1), "SAME",
-                                         dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        image = fast_conv(x, kernel[:, :, :c], (1, 1), "SAME",
+                          dimension_numbers=("NHWC", "HWIO", "NHWC"))
         per_tap = jnp.einsum("bt,yxtf->byxf", text, kernel[:, :, c:])           # [B, k, k, F]
         taps = tiled_conv_taps(x.shape[1], x.shape[2], k)
         return image + jnp.einsum("hwyx,byxf->bhwf", taps, per_tap) + bias
