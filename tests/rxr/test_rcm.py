@@ -240,6 +240,34 @@ def test_loss_gradients_reach_every_parameter(real):
     assert set(metrics) >= {"loss", "bc_loss", "pg_return", "action_accuracy"}
 
 
+def test_chunked_attention_is_the_same_agent(real):
+    """The view attention `chunk` rows at a time (issue 22) gives the outputs and
+    loss gradients of the whole-batch computation (chunk=0, the code before it) to 1e-5, from
+    the same parameters."""
+    g = jax.device_put(real["graph"])
+    whole, chunked = small_model(len(real["vocab"]), chunk=0), small_model(len(real["vocab"]),
+                                                                          chunk=4)
+    params = init(whole, g, 8)
+    close = functools.partial(np.testing.assert_allclose, rtol=1e-5, atol=1e-5)
+    jax.tree.map(np.testing.assert_array_equal, init(chunked, g, 8), params)
+    batch = batch_of(real["eps"], np.arange(8))
+    obs = observe(g, batched(mp.reset)(g, batch["start"], batch["heading"]),
+                  jnp.asarray(real["feats"]))
+    outs = []
+    for model in (whole, chunked):
+        ctx, mask = model.apply(params, batch["tokens"], batch["token_len"],
+                                method=RCMAgent.encode)
+        carry = (jax.random.normal(jax.random.key(1), (8, 32)),) * 3
+        outs.append(model.apply(params, carry, ctx, mask, obs["views"], obs["cands"],
+                                obs["cand_mask"], method=RCMAgent.step))
+    jax.tree.map(close, outs[1], outs[0])
+    consts = (batch, jax.random.key(0), g, jnp.asarray(real["feats"]),
+              jax.device_put(real["geo"]))
+    grads = [jax.jit(jax.grad(mixed_loss(m, loss_config()), has_aux=True))(params, *consts)[0]
+             for m in (whole, chunked)]
+    jax.tree.map(close, grads[1], grads[0])
+
+
 def test_vision_only_agent_ignores_the_instruction(real):
     model = small_model(len(real["vocab"]), use_language=False)
     params = init(model, real["graph"], 8)
