@@ -241,12 +241,12 @@ def test_loss_gradients_reach_every_parameter(real):
 
 
 def test_chunked_attention_is_the_same_agent(real):
-    """The view attention `chunk` rows at a time (issue 22) gives the outputs and
-    loss gradients of the whole-batch computation (chunk=0, the code before it) to 1e-5, from
-    the same parameters."""
+    """The view attention `chunk` rows at a time (issue 22; 8 = 2 chunks of 3 + a remainder of
+    2) gives the outputs and loss gradients of the whole-batch computation (chunk=0) to 1e-5,
+    from the same parameters, and both give the view logits of the code before it."""
     g = jax.device_put(real["graph"])
     whole, chunked = small_model(len(real["vocab"]), chunk=0), small_model(len(real["vocab"]),
-                                                                          chunk=4)
+                                                                          chunk=3)
     params = init(whole, g, 8)
     close = functools.partial(np.testing.assert_allclose, rtol=1e-5, atol=1e-5)
     jax.tree.map(np.testing.assert_array_equal, init(chunked, g, 8), params)
@@ -261,6 +261,12 @@ def test_chunked_attention_is_the_same_agent(real):
         outs.append(model.apply(params, carry, ctx, mask, obs["views"], obs["cands"],
                                 obs["cand_mask"], method=RCMAgent.step))
     jax.tree.map(close, outs[1], outs[0])
+    p = params["params"]
+    before = jnp.einsum("bvh,bh->bv", jnp.tanh(obs["views"] @ p["view_proj"]["kernel"]
+                                               + p["view_proj"]["bias"]),
+                        carry[1] @ p["vis_query"]["kernel"]) / jnp.sqrt(32.0)
+    for out in outs:
+        close(out[1]["vis_logits"], before)
     consts = (batch, jax.random.key(0), g, jnp.asarray(real["feats"]),
               jax.device_put(real["geo"]))
     grads = [jax.jit(jax.grad(mixed_loss(m, loss_config()), has_aux=True))(params, *consts)[0]

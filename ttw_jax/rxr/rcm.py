@@ -59,10 +59,10 @@ class RCMAgent(nn.Module):
     use_language: bool = True
     step_embedding: int = 0
     use_structure: bool = True   # False: drop the directions' structural features (the paper's)
-    # Batches of at least 2 * chunk rows (a multiple of chunk) run the view attention chunk rows
-    # at a time (`lax.map`), so that the [chunk, 36, H] view projections stay in cache instead
-    # of four passes over [B, 36, H] in memory (up to about 10% of a rollout step at batch 1,024);
-    # the same function (equal to float rounding, tests/rxr/test_rcm.py). 0: never.
+    # The view attention runs chunk batch rows at a time (`lax.map`'s batch_size; a remainder
+    # in one more block), so that the [chunk, 36, H] view projections stay in cache instead of
+    # four passes over [B, 36, H] in memory (up to about 10% of a rollout step at batch 1,024);
+    # the same function (equal to float rounding, tests/rxr/test_rcm.py). 0: the whole batch.
     chunk: int = 64
 
     def setup(self):
@@ -107,12 +107,13 @@ class RCMAgent(nn.Module):
             self.view_proj(views[:, :1])
         proj = self.view_proj.variables["params"]   # used inside lax.map
 
-        def view_attention(views, query):      # [b, 36, F], [b, H] -> [b, 36], [b, H]
+        def view_attention(inputs):      # one episode: [36, F], [H] -> [36], [H]
+            views, query = inputs
             v = jnp.tanh(views @ proj["kernel"] + proj["bias"])
-            zv = jnp.einsum("bvh,bh->bv", v, query) * scale
-            return zv, jnp.einsum("bv,bvh->bh", jax.nn.softmax(zv, -1), v)
+            zv = v @ query * scale
+            return zv, jax.nn.softmax(zv) @ v
 
-        zv, vbar = self._in_chunks(view_attention, views, self.vis_query(h))
+        zv, vbar = jax.lax.map(view_attention, (views, self.vis_query(h)), batch_size=self.chunk)
         x = jnp.concatenate([prev, vbar], -1)
         if self.step_embedding:
             t = jnp.minimum(jnp.broadcast_to(t, h.shape[:1]), self.step_embedding - 1)
@@ -127,15 +128,6 @@ class RCMAgent(nn.Module):
         mask = jnp.concatenate([jnp.ones_like(cand_mask[:, :1]), cand_mask], 1)
         return (c, h), dict(logits=jnp.where(mask, logits, NEG), vis_logits=zv, txt_logits=zt,
                             action_features=acts)
-
-    def _in_chunks(self, fn, *args):
-        """fn(*args) over the batch (leading) axis, `chunk` rows at a time where that divides it."""
-        batch = args[0].shape[0]
-        if not self.chunk or batch < 2 * self.chunk or batch % self.chunk:
-            return fn(*args)
-        split = lambda x: x.reshape(batch // self.chunk, self.chunk, *x.shape[1:])  # noqa: E731
-        out = jax.lax.map(lambda a: fn(*a), tuple(split(a) for a in args))
-        return jax.tree.map(lambda x: x.reshape(batch, *x.shape[2:]), out)
 
     def __call__(self, tokens, lengths, views, cands, cand_mask, text_features=None):
         """Logits [B, K + 1] of a first step (used to initialise; pass `text_features` [B, L, D]
