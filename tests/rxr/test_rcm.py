@@ -241,9 +241,10 @@ def test_loss_gradients_reach_every_parameter(real):
 
 
 def test_chunked_attention_is_the_same_agent(real):
-    """The view attention `chunk` rows at a time (issue 22; 8 = 2 chunks of 3 + a remainder of
-    2) gives the outputs and loss gradients of the whole-batch computation (chunk=0) to 1e-5,
-    from the same parameters, and both give the view logits of the code before it."""
+    """Both attentions `chunk` rows at a time (issue 22; 8 = 2 chunks of 3 + a remainder of 2)
+    give the outputs and loss gradients of the whole-batch computation (chunk=0) to 1e-5, from
+    the same parameters, and both give the attention logits, action logits and action features
+    of the code before it (whole-batch einsums; the LSTM's new state taken from the step)."""
     g = jax.device_put(real["graph"])
     whole, chunked = small_model(len(real["vocab"]), chunk=0), small_model(len(real["vocab"]),
                                                                           chunk=3)
@@ -253,20 +254,30 @@ def test_chunked_attention_is_the_same_agent(real):
     batch = batch_of(real["eps"], np.arange(8))
     obs = observe(g, batched(mp.reset)(g, batch["start"], batch["heading"]),
                   jnp.asarray(real["feats"]))
-    outs = []
-    for model in (whole, chunked):
-        ctx, mask = model.apply(params, batch["tokens"], batch["token_len"],
-                                method=RCMAgent.encode)
-        carry = (jax.random.normal(jax.random.key(1), (8, 32)),) * 3
-        outs.append(model.apply(params, carry, ctx, mask, obs["views"], obs["cands"],
-                                obs["cand_mask"], method=RCMAgent.step))
+    ctx, mask = whole.apply(params, batch["tokens"], batch["token_len"], method=RCMAgent.encode)
+    carry = (jax.random.normal(jax.random.key(1), (8, 32)),) * 3
+    outs = [model.apply(params, carry, ctx, mask, obs["views"], obs["cands"], obs["cand_mask"],
+                        method=RCMAgent.step) for model in (whole, chunked)]
     jax.tree.map(close, outs[1], outs[0])
     p = params["params"]
-    before = jnp.einsum("bvh,bh->bv", jnp.tanh(obs["views"] @ p["view_proj"]["kernel"]
-                                               + p["view_proj"]["bias"]),
-                        carry[1] @ p["vis_query"]["kernel"]) / jnp.sqrt(32.0)
-    for out in outs:
-        close(out[1]["vis_logits"], before)
+    dense = lambda name, x: x @ p[name]["kernel"] + p[name].get("bias", 0.0)   # noqa: E731
+    scale = 1 / jnp.sqrt(32.0)
+    v = jnp.tanh(dense("view_proj", obs["views"]))
+    zv = jnp.einsum("bvh,bh->bv", v, dense("vis_query", carry[1])) * scale
+    vbar = jnp.einsum("bv,bvh->bh", jax.nn.softmax(zv, -1), v)
+    for (_, h), out in outs:
+        zt = jnp.where(mask, jnp.einsum("blh,bh->bl", ctx, dense("txt_query", h)) * scale,
+                       -1e9)
+        tbar = jnp.einsum("bl,blh->bh", jax.nn.softmax(zt, -1), ctx)
+        ht = jnp.tanh(dense("mix", jnp.concatenate([h, tbar, vbar], -1)))
+        acts = jnp.concatenate([jnp.broadcast_to(p["stop"], (8, 1, 32)),
+                                jnp.tanh(dense("cand_proj", obs["cands"]))], 1)
+        logits = jnp.einsum("bkh,bh->bk", acts, dense("act_query", ht))
+        valid = jnp.concatenate([jnp.ones((8, 1), bool), obs["cand_mask"]], 1)
+        close(out["vis_logits"], zv)
+        close(out["txt_logits"], zt)
+        close(out["action_features"], acts)
+        close(out["logits"], jnp.where(valid, logits, -1e9))
     consts = (batch, jax.random.key(0), g, jnp.asarray(real["feats"]),
               jax.device_put(real["geo"]))
     grads = [jax.jit(jax.grad(mixed_loss(m, loss_config()), has_aux=True))(params, *consts)[0]
