@@ -5,11 +5,14 @@ odd square kernels). Its forward pass and input gradient are XLA's own convoluti
 gradient is the forward convolution of the output gradient with the flipped, transposed kernel);
 the kernel gradient, which XLA:CPU computes at a fraction of the machine's matmul rate for large
 feature maps (35 GFLOP/s at [10, 100, 464, 128] on a 2-core machine whose matmuls reach 290), is a
-`lax.scan` over chunks of `rows` output rows: each chunk's im2col patches (rows * (W + k - 1),
-k * k * C), small enough to stay in cache and reused in place by the scan, multiply the chunk's
-output gradient in one GEMM (D x rows * (W + k - 1) x k * k * C). With the image rows flattened
-at their padded width, every tap of a chunk is a contiguous slice (the padding columns of the
-output gradient are zero, so the wrap-around terms vanish).
+`lax.scan` over chunks of `rows` output rows. With the image rows flattened at their padded width
+and the input channels-first, every tap of a chunk is a column range of the chunk's input window
+[C, (rows + k - 1) * (W + k - 1) + k], and the tap's kernel gradient is one row-major GEMM of that
+range with the chunk's output gradient: [C, n] @ [n, D], n = rows * (W + k - 1); the window stays
+in cache across the k * k taps (the padding columns of the output gradient are zero, so the
+wrap-around terms vanish). Row-major operands on both sides run at XLA:CPU's full GEMM rate; the
+im2col form before (one [D, n] x [n, k * k * C] GEMM contracting the output gradient's first axis)
+ran about 20% slower at the paper's shape.
 
 `conv_general_dilated` has `lax.conv_general_dilated`'s signature and uses `same_conv` where it
 applies (stride 1, no dilation, one group, 'SAME' or its explicit padding, odd kernel), else
@@ -30,7 +33,7 @@ def _conv(x: jax.Array, kernel: jax.Array) -> jax.Array:
     return lax.conv_general_dilated(x, kernel, (1, 1), "SAME", dimension_numbers=_DN)
 
 
-def kernel_grad(x: jax.Array, g: jax.Array, k: int, rows: int = 2) -> jax.Array:
+def kernel_grad(x: jax.Array, g: jax.Array, k: int, rows: int = 4) -> jax.Array:
     """d/dkernel of sum(g * same_conv(x, kernel)): x [B, H, W, C], g [B, H, W, D] -> [k, k, C, D]."""
     b, h, w, c = x.shape
     d = g.shape[-1]
@@ -38,8 +41,10 @@ def kernel_grad(x: jax.Array, g: jax.Array, k: int, rows: int = 2) -> jax.Array:
     wp = w + 2 * p
     chunks = -(-h // rows)
     hh = chunks * rows
-    # Rows flattened at the padded width; one extra zero row keeps the last tap's slice in range.
+    # Rows flattened at the padded width, channels first; one extra zero row keeps the last
+    # tap's slice in range.
     xp = jnp.pad(x, ((0, 0), (p, p + 1 + hh - h), (p, p), (0, 0))).reshape(b, -1, c)
+    xp = xp.transpose(0, 2, 1)
     gp = jnp.pad(g, ((0, 0), (0, hh - h), (0, wp - w), (0, 0))).reshape(b, hh * wp, d)
     n = rows * wp
     window = (rows + k - 1) * wp + k
@@ -47,13 +52,12 @@ def kernel_grad(x: jax.Array, g: jax.Array, k: int, rows: int = 2) -> jax.Array:
 
     def body(acc, i):
         img, r = i // chunks, (i % chunks) * rows * wp
-        xs = lax.dynamic_slice(xp, (img, r, 0), (1, window, c))[0]
-        gs = lax.dynamic_slice(gp, (img, r, 0), (1, n, d))[0]
-        cols = jnp.concatenate([xs[t:t + n] for t in taps], axis=-1)      # [n, k*k*C]
-        return acc + gs.T @ cols, None
+        xs = lax.dynamic_slice(xp, (img, 0, r), (1, c, window))[0]       # [C, window]
+        gs = lax.dynamic_slice(gp, (img, r, 0), (1, n, d))[0]            # [n, D]
+        return acc + jnp.stack([xs[:, t:t + n] @ gs for t in taps]), None
 
-    acc, _ = lax.scan(body, jnp.zeros((d, k * k * c), x.dtype), jnp.arange(b * chunks))
-    return acc.reshape(d, k, k, c).transpose(1, 2, 3, 0)
+    acc, _ = lax.scan(body, jnp.zeros((k * k, c, d), x.dtype), jnp.arange(b * chunks))
+    return acc.reshape(k, k, c, d)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
@@ -74,7 +78,7 @@ def _bwd(rows, res, g):
 _same_conv.defvjp(_fwd, _bwd)
 
 
-def same_conv(x: jax.Array, kernel: jax.Array, rows: int = 2) -> jax.Array:
+def same_conv(x: jax.Array, kernel: jax.Array, rows: int = 4) -> jax.Array:
     """'SAME' stride-1 convolution, x [B, H, W, C], kernel [k, k, C, D] (k odd) -> [B, H, W, D]."""
     k = kernel.shape[0]
     if kernel.shape[1] != k or k % 2 == 0:
