@@ -9,7 +9,10 @@ every measurement (under 3 minutes on 2 CPU cores); its figures are for smoke-te
 the README. The simulators and the RCM rollouts run their own scripts in subprocesses
 (`touchdown_env_bench`, `arramon_env_bench`, `rxr_rollout_bench`), whose full output goes to
 the log; the Talk The Walk and SDR rows are in `ttw_rows` and `sdr_rows` (a benchmark module
-imports one system); the streaming benchmark (`stream_bench`, memory) is separate.
+imports one system); the streaming benchmark (`stream_bench`, memory) is separate. Like the
+launchers, it re-executes itself once with their malloc setting (huge pages,
+`ttw_jax.core.train.launch.allocator_env`; `TTW_JAX_HUGEPAGES=0` measures without it), and its
+subprocesses inherit it.
 
 Recorded anchors (not run here): the official PyTorch LingUNet step at the paper's SDR shape,
 36 s (its own model code, torch 2.13, 2 threads, measured on this machine kind); the official
@@ -93,6 +96,9 @@ def main(argv=None) -> None:
     p.add_argument("--out", default="", help="also write the Markdown table here")
     p.add_argument("--only", default="", help="comma-separated subset of: " + ",".join(BENCHES))
     args = p.parse_args(argv)
+    if argv is None:
+        from ttw_jax.core.train.launch import reexec_with_allocator
+        reexec_with_allocator()
     # Every figure includes or excludes compilation as stated, never a persistent-cache hit.
     cache = jax.config.jax_enable_compilation_cache
     jax.config.update("jax_enable_compilation_cache", False)

@@ -109,3 +109,16 @@ def test_allocator_env_adds_huge_pages_once():
         "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"
     assert allocator_env(env) is None   # the re-executed launcher runs as is
     assert allocator_env({"TTW_JAX_HUGEPAGES": "0"}) is None
+
+
+def test_reexec_with_allocator_restarts_the_process_once_with_the_tunable():
+    code = ("import os, sys; print('start', os.environ.get('GLIBC_TUNABLES', ''), flush=True); "
+            "from ttw_jax.core.train.launch import reexec_with_allocator; "
+            "reexec_with_allocator(); print('ran', sys.argv[1:])")
+    env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "TTW_JAX_HUGEPAGES")}
+    out = subprocess.run([sys.executable, "-c", code, "x"], env=env, capture_output=True,
+                         text=True, check=True, cwd=ROOT).stdout.splitlines()
+    assert out == ["start ", "start glibc.malloc.hugetlb=1", "ran ['x']"]
+    out = subprocess.run([sys.executable, "-c", code], env=dict(env, TTW_JAX_HUGEPAGES="0"),
+                         capture_output=True, text=True, check=True, cwd=ROOT).stdout.splitlines()
+    assert out == ["start ", "ran []"]

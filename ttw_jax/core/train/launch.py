@@ -103,6 +103,16 @@ def allocator_env(env: Mapping[str, str] = os.environ) -> dict | None:
     return dict(env, GLIBC_TUNABLES=":".join(t for t in (tunables, MALLOC_HUGEPAGES) if t))
 
 
+def reexec_with_allocator() -> None:
+    """Re-execute this Python process once with `allocator_env()`, if that returns an
+    environment (call it before any JAX work; a process without `sys.orig_argv` runs as is)."""
+    env = allocator_env()
+    if env is not None and getattr(sys, "orig_argv", None):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+
+
 def compilation_cache_dir(flag: str | None, env: Mapping[str, str] = os.environ) -> str | None:
     """The persistent compilation cache folder a launch uses: `--compilation_cache_dir`, else
     $TTW_JAX_COMPILATION_CACHE, else ~/.cache/ttw_jax/xla; None when it is 'none' (disabled) or
@@ -157,10 +167,7 @@ def launch(train_and_evaluate: Callable[..., dict], default_config: types.Module
     their replacements: overriding one fails with a message naming the new key. With --multihost
     every process calls `jax.distributed.initialize(**distributed_args(...))` first.
     """
-    env = allocator_env()
-    if env is not None and getattr(sys, "orig_argv", None):
-        sys.stdout.flush()
-        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+    reexec_with_allocator()
     default_path = os.path.abspath(default_config.__file__)
     # Before the flags are defined: ml_collections reads the overrides in sys.argv right then.
     errors = renamed_flag_errors(sys.argv, getattr(default_config, "RENAMED", {}))
