@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
 from ttw_jax.core.train.launch import renamed_flag_errors, resolve_config_paths
 
@@ -111,6 +113,7 @@ def test_allocator_env_adds_huge_pages_once():
     assert allocator_env({"TTW_JAX_HUGEPAGES": "0"}) is None
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc tunables: Linux only")
 def test_reexec_with_allocator_restarts_the_process_once_with_the_tunable():
     code = ("import os, sys; print('start', os.environ.get('GLIBC_TUNABLES', ''), flush=True); "
             "from ttw_jax.core.train.launch import reexec_with_allocator; "
