@@ -1,6 +1,7 @@
 r"""Every benchmark side by side in one run, as one Markdown table.
 
-  python -m experiments.benchmarks.run_all [--quick] [--out=/tmp/benchmarks.md]
+  python -m experiments.benchmarks.run_all [--quick] [--out=/tmp/benchmarks.md] [--json=rows.json]
+      [--column_from=experiments/benchmarks/results/nvidia_h200.json]
 
 Rows: the work, this project's figure, what it is compared with (measured in the same run, or a
 recorded anchor, labelled as such), the ratio, and the fraction of this machine's f32 matmul
@@ -14,6 +15,12 @@ launchers, it re-executes itself once with their malloc setting (huge pages,
 `ttw_jax.core.train.launch.allocator_env`; `TTW_JAX_HUGEPAGES=0` measures without it), and its
 subprocesses inherit it.
 
+On a GPU the same command runs unchanged (nothing preallocates GPU memory, since the scripts
+run beside it; the peak adds 4,096 and 8,192 matmuls, at JAX's default precision, TF32 on
+NVIDIA). `--json` keeps a run's rows; `--column_from` adds such a run from another machine as two
+labelled columns, row by row (`experiments/benchmarks/results/` holds the H200 run of the
+README). A benchmark that fails is a row saying so; the others still run, and the command exits 1.
+
 Recorded anchors (not run here): the official PyTorch LingUNet step at the paper's SDR shape,
 36 s (its own model code, torch 2.13, 2 threads, measured on this machine kind); the official
 Talk The Walk full-task loop, 0.52 s per episode at L = 500, batch 1; the reference exact-bound
@@ -22,18 +29,21 @@ implementation, 114 s on the 4 real maps.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
 import sys
 import time
+import traceback
 
 import jax
 
-from experiments.benchmarks.measure import REPO, matmul_peak, pct, row
+from experiments.benchmarks.measure import REPO, matmul_peak, peak_sizes, pct, row, sig
 from experiments.benchmarks.sdr_rows import bench_lingunet, bench_text2conv
 from experiments.benchmarks.ttw_rows import (bench_masc_step, bench_ttw_bound, bench_ttw_full_task,
                                              ttw_tables)
+from ttw_jax.core import paths
 
 
 # --- Simulators and RCM rollouts (their own scripts) -------------------------------------------
@@ -57,7 +67,7 @@ def bench_touchdown_env(quick) -> list[dict]:
     m = re.search(r"^\s*1024\s+([\d,]+)\s+([\d,]+)", out, re.M)
     fast, slow = num(m[1]), num(m[2])
     return [row("Touchdown simulator, random policy, batch 1,024 (real graph)", f"{fast:,.0f} steps/s",
-                f"{slow:,.0f} steps/s (Python reference loop, same run)", f"{fast / slow:.0f}x")]
+                f"{slow:,.0f} steps/s (Python reference loop, same run)", f"{sig(fast / slow)}x")]
 
 
 def bench_arramon_env(quick) -> list[dict]:
@@ -66,7 +76,7 @@ def bench_arramon_env(quick) -> list[dict]:
     m = re.search(r"^\| navigation \| 1,024 \| [^|]+\| ([\d,]+) \| ([\d,]+)", out, re.M)
     fast, slow = num(m[1]), num(m[2])
     return [row("ArraMon navigation simulator, random actions, batch 1,024", f"{fast:,.0f} steps/s",
-                f"{slow:,.0f} steps/s (Python reference loop, same run)", f"{fast / slow:.0f}x")]
+                f"{slow:,.0f} steps/s (Python reference loop, same run)", f"{sig(fast / slow)}x")]
 
 
 def bench_rcm(peak, quick) -> list[dict]:
@@ -78,57 +88,103 @@ def bench_rcm(peak, quick) -> list[dict]:
     fast, slow, gflop = num(scan[1]), num(loop[1]), float(flops[1])
     return [row("RCM policy rollouts in one scan, batch 1,024, default agent (90 real graphs), "
                 f"{gflop:.2f} GFLOP per batch step (XLA)", f"{fast:,.0f} steps/s",
-                f"{slow:,.0f} steps/s (Python loop of jitted steps, same run)", f"{fast / slow:.2f}x",
+                f"{slow:,.0f} steps/s (Python loop of jitted steps, same run)", f"{sig(fast / slow)}x",
                 pct(gflop * fast / 1024, peak))]
 
 
-def to_markdown(rows: list[dict], header: str) -> str:
-    lines = [header, "", "| work | this project | compared with | ratio | fraction of peak |",
-             "| --- | --- | --- | --- | --- |"]
-    lines += [f"| {r['work']} | {r['ours']} | {r['reference']} | {r['ratio']} | {r['peak']} |"
-              for r in rows]
+def to_markdown(rows: list[dict], header: str, columns: list[dict] = ()) -> str:
+    """The table; `columns` are other runs (`--json` files) added as two columns each."""
+    head = "| work | this project | compared with | ratio | fraction of peak |"
+    rule = "| --- | --- | --- | --- | --- |"
+    for other in columns:
+        head += f" {other['device']}: this project | {other['device']}: fraction of its peak |"
+        rule += " --- | --- |"
+    lines = [header, *(f"Columns '{o['device']}': {o['header']}" for o in columns), "", head, rule]
+    for r in rows:
+        line = f"| {r['work']} | {r['ours']} | {r['reference']} | {r['ratio']} | {r['peak']} |"
+        for other in columns:
+            line += " {} | {} |".format(*other_cells(other, r))
+        lines.append(line)
     return "\n".join(lines) + "\n"
+
+
+def other_cells(other: dict, r: dict) -> tuple[str, str]:
+    """Another run's figure for row `r` (same benchmark, same position), with its ratio where
+    that run measured its reference itself (the recorded anchors were measured on the CPU)."""
+    match = [o for o in other["rows"] if (o["bench"], o["index"]) == (r["bench"], r["index"])]
+    if not match:
+        return "not run", ""
+    o = match[0]
+    if o["ratio"] and "recorded anchor" not in o["reference"]:
+        vs = f" vs {o['reference']}" if o["reference"] else ""
+        return f"{o['ours']}; {o['ratio']}{vs}", o["peak"]
+    return o["ours"], o["peak"]
 
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="small sizes, under 3 minutes")
     p.add_argument("--out", default="", help="also write the Markdown table here")
+    p.add_argument("--json", default="", help="also write the rows here (for --column_from)")
+    p.add_argument("--column_from", action="append", default=[],
+                   help="a --json file of another run (another machine): its figures as columns")
     p.add_argument("--only", default="", help="comma-separated subset of: " + ",".join(BENCHES))
     args = p.parse_args(argv)
     if argv is None:
         from ttw_jax.core.train.launch import reexec_with_allocator
         reexec_with_allocator()
+    # On a GPU the benchmark scripts run in subprocesses beside this one: nobody preallocates.
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     # Every figure includes or excludes compilation as stated, never a persistent-cache hit.
     cache = jax.config.jax_enable_compilation_cache
     jax.config.update("jax_enable_compilation_cache", False)
     try:
-        run(args)
+        failed = run(args)
     finally:
         jax.config.update("jax_enable_compilation_cache", cache)
+    if failed:
+        raise SystemExit(f"benchmarks failed: {', '.join(failed)} (tracebacks above)")
 
 
-def run(args) -> None:
+def run(args) -> list[str]:
+    """Runs the chosen benchmarks, writing the table after each; returns the failed ones."""
     t0 = time.perf_counter()
     chosen = [b for b in args.only.split(",") if b] or list(BENCHES)
     if unknown := sorted(set(chosen) - set(BENCHES)):
         raise SystemExit(f"--only: unknown benchmarks {unknown}; choose from {', '.join(BENCHES)}")
+    columns = [json.loads(paths.resolve(f).read_text()) for f in args.column_from]
     # The bound first: its figure includes compiling, so nothing may have compiled it before.
     tables, what = ttw_tables()
     peak = matmul_peak(args.quick)
-    rows = [row("f32 matmul peak of this machine (square, 1,024-3,072, best)", f"{peak:,.0f} GFLOP/s")]
-    for name in chosen:
+    sizes = peak_sizes(args.quick)
+    rows = [dict(row(f"f32 matmul peak of this machine (square, {sizes[0]:,}-{sizes[-1]:,}, best)",
+                     f"{peak:,.0f} GFLOP/s"), bench="peak", index=0)]
+    failed = []
+    for i, name in enumerate(chosen):
         t = time.perf_counter()
-        rows += BENCHES[name](tables=tables, what=what, peak=peak, quick=args.quick)
+        try:
+            new = BENCHES[name](tables=tables, what=what, peak=peak, quick=args.quick)
+        except Exception as e:  # One broken benchmark leaves the others' figures standing.
+            traceback.print_exc()
+            failed.append(name)
+            new = [row(f"{name}: failed", f"{type(e).__name__}: {str(e).splitlines()[0][:150]}"
+                       if str(e) else type(e).__name__)]
+        rows += [dict(r, bench=name, index=j) for j, r in enumerate(new)]
         print(f"[{name}: {time.perf_counter() - t:.0f} s]", flush=True)
-    header = (f"{'Quick run' if args.quick else 'Run'} of `python -m experiments.benchmarks.run_all"
-              f"{' --quick' if args.quick else ''}`: {jax.devices()[0].device_kind}, "
-              f"{os.cpu_count()} CPU cores, jax {jax.__version__}, {time.perf_counter() - t0:.0f} s in all.")
-    table = to_markdown(rows, header)
+        done = i + 1 == len(chosen)
+        header = (f"{'Quick run' if args.quick else 'Run'} of `python -m experiments.benchmarks.run_all"
+                  f"{' --quick' if args.quick else ''}`: {jax.devices()[0].device_kind}, "
+                  f"{os.cpu_count()} CPU cores, jax {jax.__version__}, "
+                  f"{time.perf_counter() - t0:.0f} s in all"
+                  + ("." if done else f" so far (partial: {i + 1} of {len(chosen)} benchmarks)."))
+        table = to_markdown(rows, header, columns)
+        if args.out:
+            paths.write_text(args.out, table)
+        if args.json:
+            paths.write_text(args.json, json.dumps(
+                {"device": jax.devices()[0].device_kind, "header": header, "rows": rows}, indent=1))
     print(table)
-    if args.out:
-        from ttw_jax.core import paths
-        paths.write_text(args.out, table)
+    return failed
 
 
 BENCHES = {

@@ -10,7 +10,7 @@ import numpy as np
 import optax
 from flax.training import train_state
 
-from experiments.benchmarks.measure import ANCHORS, SHARED, pct, row, timeit, xla_flops
+from experiments.benchmarks.measure import ANCHORS, SHARED, pct, row, sig, timeit, xla_flops
 
 
 def ttw_tables():
@@ -32,8 +32,8 @@ def bench_ttw_bound(tables, what) -> list[dict]:
     secs = time.perf_counter() - t
     ref = ANCHORS["ttw_bound_reference_s"]
     return [row(f"Talk The Walk exact bound, T=3 with actions, {what}, train+valid+test "
-                "(compilation included)", f"{secs:.2f} s",
-                f"{ref:.0f} s (reference implementation, recorded anchor)", f"{ref / secs:.0f}x")]
+                "(compilation included)", f"{sig(secs)} s",
+                f"{ref:.0f} s (reference implementation, recorded anchor)", f"{sig(ref / secs)}x")]
 
 
 def localizer(features: int, table):
@@ -68,12 +68,12 @@ def bench_ttw_full_task(tables, peak, quick) -> list[dict]:
     official = 1 / ANCHORS["ttw_full_task_official_s"]
     return [
         row(f"Talk The Walk full task, MASC T=3, L=500, {e} episodes (random-init guide, mean "
-            f"{live_steps / e:.0f} guide steps per episode), {slots} slots", f"{e / secs:.1f} episodes/s",
+            f"{live_steps / e:.0f} guide steps per episode), {slots} slots", f"{sig(e / secs)} episodes/s",
             f"{official:.2f} episodes/s (official loop, 0.52 s/episode, recorded anchor)",
-            f"{e / secs / official:.1f}x", pct(useful, peak) + " (live steps)"),
+            f"{sig(e / secs / official)}x", pct(useful, peak) + " (live steps)"),
     ] + ([] if quick else [
         row("... every episode in its own slot until the last ends (no refill)",
-            f"{e / out[e][0]:.1f} episodes/s", "", f"slots {out[e][0] / secs:.1f}x faster")])
+            f"{sig(e / out[e][0])} episodes/s", "", f"slots {sig(out[e][0] / secs)}x faster")])
 
 
 def bench_masc_step(tables, peak, quick) -> list[dict]:
@@ -114,8 +114,8 @@ def bench_masc_step(tables, peak, quick) -> list[dict]:
 
     ours = timeit(jax.jit(jax.grad(gemm)), kernel, u, repeats=2)
     ref = timeit(jax.jit(jax.grad(per_example)), kernel, u, repeats=1)
-    return [row(f"MASC train step, T=3, L=500, batch {b}", f"{secs * 1e3:,.0f} ms/step", "", "",
+    return [row(f"MASC train step, T=3, L=500, batch {b}", f"{sig(secs * 1e3)} ms/step", "", "",
                 pct(flops / secs / 1e9, peak)),
             row(f"MASC convolution forward+backward, batch {bb}: one im2col GEMM",
-                f"{ours * 1e3:,.1f} ms", f"{ref * 1e3:,.0f} ms (vmapped per-example conv, same run)",
-                f"{ref / ours:.0f}x")]
+                f"{sig(ours * 1e3)} ms", f"{sig(ref * 1e3)} ms (vmapped per-example conv, same run)",
+                f"{sig(ref / ours)}x")]

@@ -1,11 +1,20 @@
 """`experiments.benchmarks.run_all` writes one Markdown table (a quick run of the cheapest rows)."""
+import json
+
+import pytest
+
 from experiments.benchmarks import run_all
 
 
 def test_quick_bound_row_table(tmp_path):
-    out = tmp_path / "bench.md"
-    run_all.main(["--quick", "--only=ttw_bound", f"--out={out}"])
+    out, rows = tmp_path / "bench.md", tmp_path / "bench.json"
+    run_all.main(["--quick", "--only=ttw_bound", f"--out={out}", f"--json={rows}"])
     lines = out.read_text().splitlines()
+    saved = json.loads(rows.read_text())
+    assert saved["header"] == lines[0]
+    assert [(r["bench"], r["index"]) for r in saved["rows"]] == [("peak", 0), ("ttw_bound", 0)]
+    assert [f"| {r['work']} | {r['ours']} | {r['reference']} | {r['ratio']} | {r['peak']} |"
+            for r in saved["rows"]] == lines[4:6]
     assert lines[0].startswith("Quick run of `python -m experiments.benchmarks.run_all --quick`")
     assert lines[2] == "| work | this project | compared with | ratio | fraction of peak |"
     peak, bound = lines[4], lines[5]
@@ -18,6 +27,49 @@ def test_quick_bound_row_table(tmp_path):
 
 
 def test_unknown_benchmark_is_refused():
-    import pytest
     with pytest.raises(SystemExit):
         run_all.main(["--quick", "--only=nope"])
+
+
+def test_a_failing_benchmark_is_a_row_and_the_others_still_run(tmp_path, monkeypatch):
+    def boom(**_):
+        raise ValueError("no such data\nsecond line")
+    monkeypatch.setitem(run_all.BENCHES, "boom", boom)
+    out = tmp_path / "bench.md"
+    with pytest.raises(SystemExit, match="benchmarks failed: boom"):
+        run_all.main(["--quick", "--only=boom,ttw_bound", f"--out={out}"])
+    lines = out.read_text().splitlines()
+    assert lines[5] == "| boom: failed | ValueError: no such data |  |  |  |"
+    assert "exact bound" in lines[6]
+
+
+def test_another_runs_figures_become_labelled_columns():
+    rows = [dict(bench="peak", index=0, work="peak", ours="200 GFLOP/s", reference="", ratio="",
+                 peak=""),
+            dict(bench="sim", index=0, work="sim", ours="9 steps/s", reference="1 steps/s (loop)",
+                 ratio="9x", peak=""),
+            dict(bench="sim", index=1, work="sim, no refill", ours="3 steps/s", reference="",
+                 ratio="slots 3x faster", peak=""),
+            dict(bench="dense", index=0, work="dense", ours="2 s", reference="36 s (recorded anchor)",
+                 ratio="18x", peak="100 GFLOP/s = 50%")]
+    gpu = {"device": "GPU X", "header": "Run of ...: GPU X.", "rows": [
+        dict(rows[0], ours="5,000 GFLOP/s"), dict(rows[1], ours="90 steps/s", ratio="90x"),
+        dict(rows[3], ours="0.1 s", ratio="360x", peak="2,000 GFLOP/s = 40%")]}
+    lines = run_all.to_markdown(rows, "Run of ...: cpu.", [gpu]).splitlines()
+    assert lines[:2] == ["Run of ...: cpu.", "Columns 'GPU X': Run of ...: GPU X."]
+    assert lines[3] == ("| work | this project | compared with | ratio | fraction of peak "
+                        "| GPU X: this project | GPU X: fraction of its peak |")
+    assert lines[4].count("---") == 7
+    assert lines[5].endswith("| 5,000 GFLOP/s |  |")
+    assert lines[6].endswith("| 90 steps/s; 90x vs 1 steps/s (loop) |  |")
+    assert lines[7].endswith("| not run |  |")        # the other run has no such row
+    # A recorded anchor was measured on the CPU: the other machine's ratio to it is not shown.
+    assert lines[8].endswith("| 100 GFLOP/s = 50% | 0.1 s | 2,000 GFLOP/s = 40% |")
+
+
+def test_figures_keep_three_significant_digits_on_any_machine():
+    from experiments.benchmarks.measure import pct, sig
+    assert [sig(x) for x in (479.3, 32.14, 0.27, 0.08714, 99.96, 9.996, 1669.7, 12345678.0, 0)] == [
+        "479", "32.1", "0.270", "0.0871", "100", "10.0", "1,670", "12,345,678", "0"]
+    assert pct(174.4, 212) == "174 GFLOP/s = 82%"
+    assert pct(237, 345487) == "237 GFLOP/s = 0.069%"   # a GPU's peak

@@ -6,10 +6,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax import lax
+from jax import export, lax
 
 from ttw_jax.touchdown.sdr import models
-from ttw_jax.touchdown.sdr.conv import conv_general_dilated, same_conv
+from ttw_jax.touchdown.sdr.conv import conv_general_dilated, kernel_grad, same_conv, xla_kernel_grad
 
 pytestmark = pytest.mark.usefixtures("fast_compile_unless_slow")
 
@@ -36,6 +36,20 @@ def test_same_conv_equals_lax_with_gradients(shape, k, d, rows):
     close(got[0], want[0])
     close(got[1], want[1])
     assert np.abs(np.asarray(got[1])).max() > 0   # not trivially zero
+
+
+def test_kernel_gradient_is_the_per_tap_scan_on_cpu_and_xlas_elsewhere():
+    x = jax.random.normal(jax.random.key(0), (2, 6, 7, 3))
+    w = jax.random.normal(jax.random.key(1), (3, 3, 3, 4))
+    g = jax.random.normal(jax.random.key(2), (2, 6, 7, 4))
+    close(kernel_grad(x, g, 3, 2), xla_kernel_grad(x, g, 3))
+    grad = jax.jit(jax.grad(lambda x, w: jnp.sum(g * same_conv(x, w, 2)), argnums=1))
+    hlo = {p: export.export(grad, platforms=[p])(x, w).mlir_module() for p in ("cpu", "cuda")}
+    # Only the kernel gradient is live: per-tap GEMMs in a scan over row chunks on the CPU, one
+    # backward convolution (cuDNN's) on a GPU.
+    assert "stablehlo.while" in hlo["cpu"] and "stablehlo.convolution" not in hlo["cpu"]
+    assert "stablehlo.while" not in hlo["cuda"]
+    assert hlo["cuda"].count("stablehlo.convolution") == 1
 
 
 def test_conv_general_dilated_falls_back_outside_same_stride_1():

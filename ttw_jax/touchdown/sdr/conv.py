@@ -12,7 +12,9 @@ range with the chunk's output gradient: [C, n] @ [n, D], n = rows * (W + k - 1);
 in cache across the k * k taps (the padding columns of the output gradient are zero, so the
 wrap-around terms vanish). Row-major operands on both sides run at XLA:CPU's full GEMM rate; the
 im2col form before (one [D, n] x [n, k * k * C] GEMM contracting the output gradient's first axis)
-ran about 20% slower at the paper's shape.
+ran about 20% slower at the paper's shape. That kernel gradient is for XLA:CPU: on other
+backends (`lax.platform_dependent`) it is XLA's own, since on one H200 the per-tap form made the
+LingUNet step at the paper's shape 2.6x slower than cuDNN's (README, Benchmarks).
 
 `conv_general_dilated` has `lax.conv_general_dilated`'s signature and uses `same_conv` where it
 applies (stride 1, no dilation, one group, 'SAME' or its explicit padding, odd kernel), else
@@ -69,10 +71,20 @@ def _fwd(x, kernel, rows):
     return _conv(x, kernel), (x, kernel)
 
 
+def xla_kernel_grad(x: jax.Array, g: jax.Array, k: int) -> jax.Array:
+    """`kernel_grad` as XLA computes it (its own backward convolution, cuDNN's on a GPU)."""
+    kernel = jnp.zeros((k, k, x.shape[-1], g.shape[-1]), x.dtype)
+    return jax.vjp(lambda w: _conv(x, w), kernel)[1](g)[0]
+
+
 def _bwd(rows, res, g):
     x, kernel = res
+    k = kernel.shape[0]
     dx = _conv(g, jnp.flip(kernel, (0, 1)).transpose(0, 1, 3, 2))
-    return dx, kernel_grad(x, g, kernel.shape[0], rows).astype(kernel.dtype)
+    # The per-tap GEMMs on XLA:CPU; on a GPU or TPU XLA's own kernel gradient is the faster one.
+    dk = lax.platform_dependent(x, g, cpu=lambda a, b: kernel_grad(a, b, k, rows),
+                                default=lambda a, b: xla_kernel_grad(a, b, k))
+    return dx, dk.astype(kernel.dtype)
 
 
 _same_conv.defvjp(_fwd, _bwd)
