@@ -159,7 +159,7 @@ def run(args) -> list[str]:
     sizes = peak_sizes(args.quick)
     rows = [dict(row(f"f32 matmul peak of this machine (square, {sizes[0]:,}-{sizes[-1]:,}, best)",
                      f"{peak:,.0f} GFLOP/s"), bench="peak", index=0)]
-    failed = []
+    device, failed = jax.devices()[0].device_kind, []
     for i, name in enumerate(chosen):
         t = time.perf_counter()
         try:
@@ -173,7 +173,7 @@ def run(args) -> list[str]:
         print(f"[{name}: {time.perf_counter() - t:.0f} s]", flush=True)
         done = i + 1 == len(chosen)
         header = (f"{'Quick run' if args.quick else 'Run'} of `python -m experiments.benchmarks.run_all"
-                  f"{' --quick' if args.quick else ''}`: {jax.devices()[0].device_kind}, "
+                  f"{' --quick' if args.quick else ''}`: {device}, "
                   f"{os.cpu_count()} CPU cores, jax {jax.__version__}, "
                   f"{time.perf_counter() - t0:.0f} s in all"
                   + ("." if done else f" so far (partial: {i + 1} of {len(chosen)} benchmarks)."))
@@ -182,7 +182,7 @@ def run(args) -> list[str]:
             paths.write_text(args.out, table)
         if args.json:
             paths.write_text(args.json, json.dumps(
-                {"device": jax.devices()[0].device_kind, "header": header, "rows": rows}, indent=1))
+                {"device": device, "header": header, "rows": rows}, indent=1))
     print(table)
     return failed
 
