@@ -20,10 +20,16 @@ def test_quick_bound_row_table(tmp_path):
     peak, bound = lines[4], lines[5]
     assert "matmul peak" in peak and float(peak.split("|")[2].split()[0].replace(",", "")) > 0
     assert "exact bound" in bound and "recorded anchor" in bound
-    seconds = float(bound.split("|")[2].split()[0])   # printed to 0.01 s
-    ratio = float(bound.split("|")[4].strip().rstrip("x"))
+    (seconds, h), (ratio, hr) = printed(bound.split("|")[2].split()[0]), printed(bound.split("|")[4])
     assert 0 < seconds < 60
-    assert 114 / (seconds + 0.005) - 0.5 <= ratio <= 114 / max(seconds - 0.005, 1e-3) + 0.5
+    assert 114 / (seconds + h) - hr <= ratio <= 114 / max(seconds - h, 1e-3) + hr
+
+
+def printed(cell: str) -> tuple[float, float]:
+    """A figure as printed ('1,096x', '0.104') and half a unit of its last printed digit."""
+    text = cell.strip().rstrip("x").replace(",", "")
+    decimals = len(text.partition(".")[2])
+    return float(text), 0.5 * 10.0 ** -decimals
 
 
 def test_unknown_benchmark_is_refused():
