@@ -7,7 +7,7 @@ Rows: the work, this project's figure, what it is compared with (measured in the
 recorded anchor, labelled as such), the ratio, and the fraction of this machine's f32 matmul
 peak (measured first, in the same run) that the work's XLA FLOP count reaches. `--quick` shrinks
 every measurement (under 3 minutes on 2 CPU cores); its figures are for smoke-testing, not for
-the README. The simulators and the RCM rollouts run their own scripts in subprocesses
+the benchmarks README. The simulators and the RCM rollouts run their own scripts in subprocesses
 (`touchdown_env_bench`, `arramon_env_bench`, `rxr_rollout_bench`), whose full output goes to
 the log; the Talk The Walk and SDR rows are in `ttw_rows` and `sdr_rows` (a benchmark module
 imports one system); the streaming benchmark (`stream_bench`, memory) is separate. Like the
@@ -19,7 +19,8 @@ On a GPU the same command runs unchanged (nothing preallocates GPU memory, since
 run beside it; the peak adds 4,096 and 8,192 matmuls, at JAX's default precision, TF32 on
 NVIDIA). `--json` keeps a run's rows; `--column_from` adds such a run from another machine as two
 labelled columns, row by row (`experiments/benchmarks/results/` holds the H200 run of the
-README). A benchmark that fails is a row saying so; the others still run, and the command exits 1.
+benchmarks README). A benchmark that fails is a row saying so; the others still run, and the
+command exits 1.
 
 Recorded anchors (not run here): the official PyTorch LingUNet step at the paper's SDR shape,
 36 s (its own model code, torch 2.13, 2 threads, measured on this machine kind); the official

@@ -1,4 +1,4 @@
-"""The complete Touchdown task (Chen et al. 2019, section 7): a pipeline of a navigation agent and
+"""The complete Touchdown task (Chen et al. 2019, section 8): a pipeline of a navigation agent and
 an SDR model, scored by whether the agent finds Touchdown (`ttw_jax.touchdown.full_task`).
 
 `train_and_evaluate(config, workdir)` takes each stage from a finished run (`nav_workdir`,

@@ -1,4 +1,4 @@
-"""Talk The Walk with natural language (de Vries et al. 2018, sections 4.1-4.2, App. D-E).
+"""Talk The Walk with natural language (de Vries et al. 2018, sections 4.1-4.2, App. B-E).
 
 `train_and_evaluate(config, workdir)` runs the paper's pipeline as resumable stages, each in its
 own `<workdir>/<stage>` with orbax checkpoints and early stopping (a killed run resumes from the

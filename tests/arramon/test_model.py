@@ -79,9 +79,9 @@ def test_parameter_counts_at_the_paper_sizes(kind):
     shapes = jax.eval_shape(model.init, jax.random.key(0), *args)
     assert num_params(shapes) == want
     # Two modules (navigation, assembly): V/L 1,309,850, V/O 207,752, L/O 1,104,024 against the
-    # paper's 1.83M / 0.73M / 1.11M (README: the symbolic view's 3,712 parameters replace the
-    # 2048 -> 128 image projection's 262,272 per module; PyTorch LSTMs carry a second bias, 512
-    # per LSTM; the official logits have 5 outputs).
+    # paper's 1.83M / 0.73M / 1.11M (experiments/arramon/README.md: the symbolic view's 3,712
+    # parameters replace the 2048 -> 128 image projection's 262,272 per module; PyTorch LSTMs
+    # carry a second bias, 512 per LSTM; the official logits have 5 outputs).
     assert 2 * want == {"vl": 1_309_850, "vo": 207_752, "lo": 1_104_024}[kind]
 
 

@@ -1,5 +1,5 @@
-"""Every command and import the docs show still works as written (checked without running them):
-README.md, BUILD.md and the experiments' docstrings.
+"""Every command, import, path and link the docs show still works as written (checked without
+running them): README.md, BUILD.md, every experiment's README.md and the experiments' docstrings.
 
 - `python -m <module> ...`: the module exists; for an experiment launcher (`experiments.<x>.main`,
   or another module of the experiment that runs through `launch`) every `--config.a.b=...` names a
@@ -7,9 +7,16 @@ README.md, BUILD.md and the experiments' docstrings.
   the launcher's (or the module's own); for any other module every flag is
   one it defines (absl `flags.DEFINE_*` or argparse `add_argument`).
 - Python snippets: every `import` / `from ... import ...` resolves.
-- Every repository path the docs mention (`ttw_jax/...`, `experiments/...`, `tests/...`) exists.
+- Every repository path the docs mention (`ttw_jax/...`, `experiments/...`, `tests/...`) exists,
+  and in an experiment's README so does every `configs/<name>.py` of that experiment.
+- Every relative Markdown link (and image) points at a file that exists, and its `#anchor` at a
+  heading of that file (GitHub's anchor rule).
+- Every experiment folder has a README.md that names its launcher command; each system's README
+  has a "Train on the official release" section with that command, which the top README's table
+  links to; the top README stays short.
 """
 import ast
+import glob
 import importlib
 import importlib.util
 import os
@@ -21,13 +28,30 @@ import pytest
 from tests.conftest import ROOT
 from ttw_jax.core.train.launch import resolve_config_paths, selected_config
 
-DOCS = ("README.md", "BUILD.md")
-LAUNCHER_FLAGS = {"workdir", "multihost", "config", "coordinator_address", "num_processes",
-                  "process_id"}
+EXPERIMENTS = sorted(os.path.basename(os.path.dirname(p)) for p in
+                     glob.glob(os.path.join(ROOT, "experiments", "*", "__init__.py"))
+                     + glob.glob(os.path.join(ROOT, "experiments", "*", "run_all.py")))
+SYSTEMS = [e for e in EXPERIMENTS
+           if os.path.exists(os.path.join(ROOT, "experiments", e, "main.py"))]
+DOCS = ("README.md", "BUILD.md", *(f"experiments/{e}/README.md" for e in EXPERIMENTS))
+OFFICIAL = "Train on the official release"
+README_MAX_LINES = 250
+
+
+def read(doc: str) -> str:
+    return open(os.path.join(ROOT, doc), encoding="utf-8").read()
+
+
+def launcher_flags() -> set[str]:
+    source = read(os.path.join("ttw_jax", "core", "train", "launch.py"))
+    return set(re.findall(r"flags\.DEFINE_\w+\(\s*\"(\w+)\"", source)) | {"config"}
+
+
+LAUNCHER_FLAGS = launcher_flags()
 
 
 def doc_texts() -> dict[str, str]:
-    texts = {d: open(os.path.join(ROOT, d), encoding="utf-8").read() for d in DOCS}
+    texts = {d: read(d) for d in DOCS if os.path.exists(os.path.join(ROOT, d))}
     for dirpath, _, files in os.walk(os.path.join(ROOT, "experiments")):
         for f in files:
             if f.endswith(".py"):
@@ -183,7 +207,7 @@ def snippet_imports(text: str) -> list[ast.AST]:
 
 @pytest.mark.parametrize("doc", DOCS)
 def test_python_snippets_import_what_exists(doc):
-    for node in snippet_imports(open(os.path.join(ROOT, doc), encoding="utf-8").read()):
+    for node in snippet_imports(read(doc)):
         if isinstance(node, ast.Import):
             for a in node.names:
                 importlib.import_module(a.name)
@@ -194,10 +218,115 @@ def test_python_snippets_import_what_exists(doc):
                     doc, node.module, a.name)
 
 
+def missing_paths(doc: str, text: str) -> list[str]:
+    """Repository paths of a doc that do not exist: `ttw_jax/...`, `experiments/...`, `tests/...`,
+    `datasets/...` from the root, and in an experiment's README its own `configs/<name>.py`."""
+    paths = set(re.findall(r"(?<![\w/.-])((?:ttw_jax|experiments|tests|datasets)/[\w/.]*\w)", text))
+    missing = [p for p in paths if not os.path.exists(os.path.join(ROOT, p))]
+    if doc.startswith("experiments/"):
+        here = os.path.dirname(doc)
+        missing += [f"{here}/{p}" for p in set(re.findall(r"(?<![\w/.-])(configs/\w+\.py)", text))
+                    if not os.path.exists(os.path.join(ROOT, here, p))]
+    return sorted(missing)
+
+
 @pytest.mark.parametrize("doc", DOCS)
 def test_paths_in_the_docs_exist(doc):
-    text = open(os.path.join(ROOT, doc), encoding="utf-8").read()
-    paths = set(re.findall(r"(?<![\w/.-])((?:ttw_jax|experiments|tests|datasets)/[\w/.]*\w)", text))
-    assert paths, doc
-    missing = sorted(p for p in paths if not os.path.exists(os.path.join(ROOT, p)))
-    assert missing == [], missing
+    text = read(doc)
+    assert re.search(r"(?:ttw_jax|experiments|tests|datasets)/\w", text), doc
+    assert missing_paths(doc, text) == []
+
+
+def github_anchor(heading: str) -> str:
+    """The anchor GitHub gives a Markdown heading: lower case, code spans and links reduced to
+    their text, every character but letters, digits, `_`, `-` and spaces dropped, spaces as `-`."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading.strip()).replace("`", "").lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(text: str) -> set[str]:
+    """Every heading anchor of a Markdown text (repeats numbered `-1`, `-2`, ... as on GitHub)."""
+    out, seen = set(), {}
+    for line in fenced(text)[1].splitlines():
+        m = re.match(r"#{1,6} (.+)", line)
+        if m:
+            a = github_anchor(m.group(1))
+            out.add(a if a not in seen else f"{a}-{seen[a]}")
+            seen[a] = seen.get(a, 0) + 1
+    return out
+
+
+def broken_links(doc: str, text: str) -> list[str]:
+    """Relative Markdown links and images of `doc` whose file or `#anchor` does not exist."""
+    bad = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", fenced(text)[1]):
+        if re.match(r"[a-z]+:", target):          # http:, https:, mailto:
+            continue
+        path, _, anchor = target.partition("#")
+        file = os.path.normpath(os.path.join(os.path.dirname(doc), path)) if path else doc
+        if not os.path.isfile(os.path.join(ROOT, file)):
+            bad.append(f"{target}: no file {file}")
+        elif anchor and file.endswith(".md") and anchor not in anchors(read(file)):
+            bad.append(f"{target}: no heading with anchor #{anchor} in {file}")
+    return bad
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_links_in_the_docs_resolve(doc):
+    assert broken_links(doc, read(doc)) == []
+
+
+def test_the_link_check_catches_mistakes():
+    assert github_anchor("Mean +- std over 3 seeds (T=3, 3,000 steps)") == (
+        "mean---std-over-3-seeds-t3-3000-steps")
+    assert github_anchor("The paper's procedure (`configs/paper.py`)") == (
+        "the-papers-procedure-configspaperpy")
+    assert anchors("# A\n## B b\n```\n# not a heading\n```\n## B b\n") == {"a", "b-b", "b-b-1"}
+    text = ("[ok](experiments/rxr/README.md#train-on-the-official-release) [gone](nope.md) "
+            "[bad](BUILD.md#no-such-heading) [web](https://example.com/x#y)")
+    assert broken_links("README.md", text) == [
+        "nope.md: no file nope.md", "BUILD.md#no-such-heading: no heading with anchor "
+        "#no-such-heading in BUILD.md"]
+    assert missing_paths("experiments/rxr/README.md", "`configs/r2r.py` `configs/nope.py`") == [
+        "experiments/rxr/configs/nope.py"]
+
+
+def launcher_command(experiment: str) -> str:
+    return f"python -m experiments.{experiment}." + ("main" if experiment in SYSTEMS else "run_all")
+
+
+def test_every_experiment_folder_has_a_readme_naming_its_launcher():
+    assert set(SYSTEMS) >= {"ttw_emergent", "ttw_language", "ttw_landmarks", "touchdown_nav",
+                            "touchdown_sdr", "touchdown_full", "rxr", "arramon"}
+    assert "benchmarks" in EXPERIMENTS
+    for e in EXPERIMENTS:
+        path = os.path.join(ROOT, "experiments", e, "README.md")
+        assert os.path.isfile(path), f"experiments/{e} has no README.md"
+        cmds = [c for c in commands(read(f"experiments/{e}/README.md"))]
+        assert any(c.startswith(launcher_command(e)) for c in cmds), (
+            f"experiments/{e}/README.md never shows `{launcher_command(e)}`")
+
+
+def section(text: str, heading: str) -> str:
+    """The text under a `## heading` up to the next heading of that level."""
+    m = re.search(rf"^## {re.escape(heading)}\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    return m.group(1) if m else ""
+
+
+@pytest.mark.parametrize("experiment", SYSTEMS)
+def test_the_top_readme_reaches_each_official_release_command_in_one_link(experiment):
+    """The top README links to each system's "Train on the official release" section, and that
+    section shows the launcher command with the release's data path (`manual_dir` or
+    `maps_dir`)."""
+    doc = f"experiments/{experiment}/README.md"
+    link = f"({doc}#{github_anchor(OFFICIAL)})"
+    assert link in read("README.md"), f"README.md does not link {link}"
+    cmds = commands(section(read(doc), OFFICIAL))
+    assert any(c.startswith(launcher_command(experiment)) and re.search(
+        r"--config\.data\.(manual_dir|maps_dir)=", c) for c in cmds), (doc, cmds)
+
+
+def test_the_top_readme_is_short():
+    n = len(read("README.md").splitlines())
+    assert n <= README_MAX_LINES, (f"README.md has {n} lines: move detail into the experiments' "
+                                   f"READMEs or BUILD.md")

@@ -1,6 +1,6 @@
-"""The README's baseline table on the 800 real records (horizon 50), pinned: the launcher's
-`baselines` mode replays the gold actions through the simulator and runs Stop and Frequent
-(deterministic)."""
+"""The navigation README's baseline table on the 800 real records (horizon 50), pinned: the
+launcher's `baselines` mode replays the gold actions through the simulator and runs Stop and
+Frequent (deterministic)."""
 import pytest
 
 from experiments.touchdown_nav import train

@@ -1,4 +1,4 @@
-"""Touchdown navigation agents (Chen et al. 2019, section 6 and App. E): RConcat and GA.
+"""Touchdown navigation agents (Chen et al. 2019, section 7 and App. E): RConcat and GA.
 
 Both encode the instruction with 32-d word vectors and a 256-unit LSTM (its final state is the
 text vector), see the image features cropped to the agent's heading through a small CNN, and keep

@@ -1,4 +1,4 @@
-"""The complete Touchdown task (Chen et al. 2019, section 7, "Complete task performance"): follow
+"""The complete Touchdown task (Chen et al. 2019, section 8, "Complete task performance"): follow
 the navigation instruction, then resolve the spatial description at the panorama where the agent
 stopped; task completion is finding Touchdown.
 

@@ -2,7 +2,8 @@ r"""The random walk and the shortest path (the ground truth's actions) on a real
 the walk over several seeds, beside the paper's rows; nothing is trained. The walk is uniform
 over (forward, left, right, pick-up/place) in both phases, the paper's step limit (150) per phase,
 the cascaded two-turn task. Every metric comes under both CTC rules (`eval.ctc_rule`, default
-the paper's distance rule; `{metric}_strict` / `{metric}_distance`, README "ArraMon").
+the paper's distance rule; `{metric}_strict` / `{metric}_distance`; see
+`experiments/arramon/README.md`).
 
   python -m experiments.arramon.main --config=experiments/arramon/configs/baselines.py \
       --config.data.manual_dir=../shared/data/arramon --workdir=/tmp/arramon_random

@@ -1,5 +1,5 @@
 """The complete task with both stages at the paper's settings (the navigation and SDR
-`configs/paper.py`; the paper pipelines its best navigation and SDR models, section 7). Needs
+`configs/paper.py`; the paper pipelines its best navigation and SDR models, section 8). Needs
 the real data and an accelerator; reuse finished paper runs with `--config.nav_workdir` and
 `--config.sdr_workdir`."""
 from experiments.touchdown_full.configs import default

@@ -1,4 +1,4 @@
-"""Touchdown navigation at the paper's settings (Chen et al. 2019, section 6 and App. E.2): 32-d
+"""Touchdown navigation at the paper's settings (Chen et al. 2019, section 7 and App. E.2): 32-d
 word vectors, 256-unit instruction and action LSTMs, parameters drawn from U[-0.1, 0.1], Adam at
 a fixed 2.5e-4, training horizon 55 and test horizon 50, early stopping on dev SPD with patience
 5. `--config.model.name=rconcat` for RConcat. On the real data add

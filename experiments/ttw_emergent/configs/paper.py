@@ -1,4 +1,4 @@
-"""The paper's and the released code's procedure (de Vries et al. 2018, App. D; the released
+"""The paper's and the released code's procedure (de Vries et al. 2018, App. B; the released
 `ttw/train/predict_location_continuous.py`), continuous messages.
 
 - L = 500 message dimensions, batch 128, Adam with PyTorch's defaults (learning rate 1e-3,
@@ -13,7 +13,7 @@
   the released training code's).
 
 At T = 3 an epoch is 408 steps (52,224 walks on the 51 train windows of the 4 shared maps), 200
-epochs 81,600 steps of L = 500: hours on an accelerator, days on 2 CPU cores; the README states the
+epochs 81,600 steps of L = 500: hours on an accelerator, days on 2 CPU cores; its README states the
 shortened run measured here. `paper_discrete.py` is the discrete counterpart.
 """
 from experiments.ttw_emergent.configs import default

@@ -1,5 +1,6 @@
-"""The paper's sizes (de Vries et al. 2018, App. D): word embeddings 128, BiLSTM 256, tourist
-LSTMs 256, map features 128. About 5x slower per step than `default.py` on CPU."""
+"""The paper's sizes (de Vries et al. 2018, App. B: word embeddings 128, a BiLSTM of 256); this
+config also sets the tourist's LSTMs to 256 and the map features to 128. About 5x slower per step
+than `default.py` on CPU."""
 from experiments.ttw_language.configs import default
 
 

@@ -14,7 +14,7 @@ wrap-around terms vanish). Row-major operands on both sides run at XLA:CPU's ful
 im2col form before (one [D, n] x [n, k * k * C] GEMM contracting the output gradient's first axis)
 ran about 20% slower at the paper's shape. That kernel gradient is for XLA:CPU: on other
 backends (`lax.platform_dependent`) it is XLA's own, since on one H200 the per-tap form made the
-LingUNet step at the paper's shape about 2.7x slower than cuDNN's (README, Benchmarks).
+LingUNet step at the paper's shape about 2.7x slower than cuDNN's (benchmarks README).
 
 `conv_general_dilated` has `lax.conv_general_dilated`'s signature and uses `same_conv` where it
 applies (stride 1, no dilation, one group, 'SAME' or its explicit padding, odd kernel), else

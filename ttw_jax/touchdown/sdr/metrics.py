@@ -1,4 +1,4 @@
-"""Touchdown SDR metrics at the official evaluation's scale (Chen et al. 2019, section 3.1 and
+"""Touchdown SDR metrics at the official evaluation's scale (Chen et al. 2019, section 3.2 and
 App. D; the official `sdr/predict.py` and `sdr/train.py`): accuracy within 40 / 80 / 120 px,
 consistency at each of the three thresholds, and the mean distance error in px.
 
