@@ -15,6 +15,11 @@ Configs:
   (`pose_traces/[rxr_{split}/]{id:06d}_{guide|follower}_pose_trace.npz`) give the word / view
   masks, optional `text_features/rxr_{split}/{instruction_id:06d}_{lang}_text_features.npz`
   (the release's multilingual-BERT features) the text features (see `ttw_jax.rxr.records`).
+- `guide_follower_xlate`: `guide_follower` plus, in the train split, the release's
+  cross-translations (Ku et al. 2020, Table 5, exp. 5): each guide annotation's text features in
+  the two other languages (`text_features/rxr_train/{id:06d}_{lang}_text_features.npz`), paired
+  with the guide's path (`ttw_jax.rxr.records.cross_translations`): 2 x 126K translated pairs
+  beside the 252K guide and follower pairs, the paper's 504K.
 - `r2r`: Room-to-Room, `R2R_{train,val_seen,val_unseen,test}.json` in the manual directory (the
   splits are the files present); instruction k of path p gets instruction_id 10 p + k.
 Custom configs: `Builder(config=RxrConfig(name=..., source=..., annotators=..., languages=...))`.
@@ -23,8 +28,9 @@ annotator, edit_distance / distance (NaN when absent), timed_words, has_masks wi
 [len(path), len(timed_words)] and step_views [len(path), 36] (empty [0, 0] / [0, 36] without a
 pose trace), has_step_subwords with step_subwords [len(path), m] (the trace's `text_masks`),
 has_text_features with text_features [m, D] stored as bfloat16 bit patterns (uint16, ragged;
-`load_rxr` returns `ml_dtypes.bfloat16` arrays; empty [0, 0] without). Key
-`{instruction_id}_{annotator}`.
+`load_rxr` returns `ml_dtypes.bfloat16` arrays; empty [0, 0] without), translated_from (the
+original language of a cross-translation, else ""). Key `{instruction_id}_{annotator}`, with
+`_{language}` appended for a cross-translation.
 TensorFlow is not needed: the builder writes ArrayRecord, read back with `tfds.data_source`.
 """
 from __future__ import annotations
@@ -61,6 +67,7 @@ class RxrConfig(tfds.core.BuilderConfig):
     source: str = "synthetic"                    # "rxr", "r2r" or "synthetic"
     annotators: tuple[str, ...] = ("guide",)     # RxR: "guide" and / or "follower"
     languages: tuple[str, ...] = ()              # kept languages ("hi", "te" allowed); () = all
+    cross_translations: bool = False             # RxR: add the train split's cross-translations
     synthetic_train_scans: tuple[str, ...] = SYNTHETIC_TRAIN_SCANS
     synthetic_unseen_scans: tuple[str, ...] = SYNTHETIC_UNSEEN_SCANS
     # passed as `sizes` to `rxr_synthetic.synthetic_split_records`: (split, instructions, seed)
@@ -92,9 +99,10 @@ class RxrConfig(tfds.core.BuilderConfig):
         self.kept_languages()
 
 
-def _rxr_config(name, annotators=("guide",), languages=(), description=""):
+def _rxr_config(name, annotators=("guide",), languages=(), description="",
+                cross_translations=False):
     return RxrConfig(name=name, source="rxr", annotators=annotators, languages=languages,
-                     description=description)
+                     description=description, cross_translations=cross_translations)
 
 
 def rxr_split_records(manual_dir: str, annotators: Sequence[str] = ("guide",),
@@ -180,6 +188,17 @@ def split_records(config: RxrConfig, manual_dir: str) -> dict[str, list[dict]]:
     config.validate()
     if config.source == "rxr":
         by_split = rxr_split_records(manual_dir, config.annotators)
+        if config.cross_translations:
+            if "train" not in by_split:
+                raise FileNotFoundError(f"rxr/{config.name}: cross-translations are added to the "
+                                        f"train split, and {manual_dir} has no train file")
+            extra = rr.cross_translations(by_split["train"], manual_dir, "train")
+            if not extra:
+                raise FileNotFoundError(
+                    f"rxr/{config.name}: no cross-translated text features in {manual_dir} "
+                    "(text_features/rxr_train/{instruction_id:06d}_{lang}_text_features.npz for "
+                    f"the other languages of each guide annotation). {rr.RXR_HINT}")
+            by_split["train"] = by_split["train"] + extra
     elif config.source == "r2r":
         by_split = r2r_split_records(manual_dir)
     else:
@@ -198,7 +217,8 @@ def split_records(config: RxrConfig, manual_dir: str) -> dict[str, list[dict]]:
 
 
 def example_key(rec: Mapping) -> str:
-    return f"{rec['instruction_id']}_{rec['annotator']}"
+    key = f"{rec['instruction_id']}_{rec['annotator']}"
+    return f"{key}_{rec['language']}" if rec.get("translated_from") else key
 
 
 def to_example(rec: Mapping) -> dict:
@@ -221,6 +241,7 @@ def to_example(rec: Mapping) -> dict:
         "has_text_features": tf is not None,
         "text_features": (to_bfloat16_bits(tf) if tf is not None
                           else np.zeros((0, 0), np.uint16)),
+        "translated_from": rec.get("translated_from", ""),
     }
 
 
@@ -255,7 +276,8 @@ def from_row(row: Mapping) -> dict:
         step_subwords=(np.asarray(row["step_subwords"], bool)
                        if bool(row["has_step_subwords"]) else None),
         text_features=(from_bfloat16_bits(row["text_features"])
-                       if bool(row["has_text_features"]) else None))
+                       if bool(row["has_text_features"]) else None),
+        translated_from=_text(row["translated_from"]))
 
 
 # Ku et al. 2020 (RxR); Anderson et al. 2018 (R2R).
@@ -282,11 +304,13 @@ CITATION = r"""@inproceedings{ku2020rxr,
 class Builder(ttw_tfds.ArrayRecordBuilder):
     """RxR / R2R instructions, one example per instruction (see the module docstring)."""
 
-    VERSION = tfds.core.Version("1.1.0")
+    VERSION = tfds.core.Version("1.2.0")
     RELEASE_NOTES = {"1.0.0": "Initial release.",
                      "1.1.0": "Text features as bfloat16 (ragged); the release's text-feature "
                               "files and pose-trace keys (feature_weights, intrinsic_matrix, "
-                              "text_masks -> step_subwords)."}
+                              "text_masks -> step_subwords).",
+                     "1.2.0": "translated_from; the guide_follower_xlate config "
+                              "(cross-translations)."}
     BUILDER_CONFIGS = [
         RxrConfig(name="synthetic", description="Synthetic en-US / hi-IN instructions on real "
                                                 "Matterport3D graphs (manual dir: connectivity)."),
@@ -294,6 +318,9 @@ class Builder(ttw_tfds.ArrayRecordBuilder):
         _rxr_config("follower", ("follower",), description="RxR follower annotations."),
         _rxr_config("guide_follower", ("guide", "follower"),
                     description="RxR guide and follower annotations."),
+        _rxr_config("guide_follower_xlate", ("guide", "follower"), cross_translations=True,
+                    description="RxR guide and follower annotations, and the train split's "
+                                "cross-translated text features paired with the guide paths."),
         _rxr_config("guide_en", languages=("en-IN", "en-US"),
                     description="RxR guide annotations in English (en-IN, en-US)."),
         _rxr_config("guide_hi", languages=("hi-IN",),
@@ -304,7 +331,8 @@ class Builder(ttw_tfds.ArrayRecordBuilder):
     ]
     DEFAULT_CONFIG_NAME = "synthetic"
     MANUAL_DOWNLOAD_INSTRUCTIONS = (
-        "RxR configs (guide, guide_en, guide_hi, guide_te, follower, guide_follower): place any "
+        "RxR configs (guide, guide_en, guide_hi, guide_te, follower, guide_follower, "
+        "guide_follower_xlate): place any "
         "of the official annotation files `rxr_{split}_guide.jsonl.gz` / "
         "`rxr_{split}_follower.jsonl.gz` (split train, val_seen, val_unseen, test_standard; "
         "`.jsonl` also accepted; e.g. rxr_train_guide.jsonl.gz, "
@@ -348,6 +376,7 @@ class Builder(ttw_tfds.ArrayRecordBuilder):
                 # bfloat16 bit patterns, [num_subwords, D] per example (`to_bfloat16_bits`)
                 "text_features": tfds.features.Tensor(shape=(None, None), dtype=np.uint16,
                                                       encoding=zlib),
+                "translated_from": text(),
             }),
             homepage="https://github.com/google-research-datasets/RxR",
             citation=CITATION,
@@ -369,18 +398,26 @@ def load_rxr(data_dir: str | None = None, config="synthetic",
     """Reads each split (or only `splits`) of a prepared `rxr/<config>` once: split -> records
     (the `ttw_jax.rxr.records` form; heading, edit_distance and distance via float32;
     step_words / step_views None without masks, text_features None without features), sorted by
-    (instruction_id, annotator). `config` is a config name (also of a custom `RxrConfig` built in
+    `record_order` (instruction_id, annotator, cross-translations after their annotation).
+    `config` is a config name (also of a custom `RxrConfig` built in
     `data_dir`) or an `RxrConfig`."""
     sources = ttw_tfds.prepared_sources("rxr", config, data_dir, splits,
                                         "ttw_jax.rxr.dataset.prepare")
     out = {}
     for split, source in sources.items():
         out[split] = sorted((from_row(r) for r in ttw_tfds.all_rows(source)),
-                            key=lambda r: (r["instruction_id"], r["annotator"]))
+                            key=record_order)
     return out
 
 
 _CHUNK = 512   # examples decoded per data-source call by `load_rxr_streamed`
+
+
+def record_order(rec: Mapping) -> tuple:
+    """How loaded records are sorted: by instruction_id, annotator, then the annotation before
+    its cross-translations (by language)."""
+    return (rec["instruction_id"], rec["annotator"], bool(rec["translated_from"]),
+            rec["language"])
 
 
 def load_rxr_streamed(data_dir: str | None = None, config="synthetic",
@@ -404,7 +441,7 @@ def load_rxr_streamed(data_dir: str | None = None, config="synthetic",
                     rec.update(text_features_row=i,
                                text_features_len=int(np.shape(row["text_features"])[0]))
                 recs.append(rec)
-        out[split] = sorted(recs, key=lambda r: (r["instruction_id"], r["annotator"]))
+        out[split] = sorted(recs, key=record_order)
         readers[split] = functools.partial(_read_text_features, source)
     return out, readers
 

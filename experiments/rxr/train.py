@@ -12,7 +12,7 @@ the model trains on.
 """
 from __future__ import annotations
 
-import functools
+import os
 from typing import Callable, Sequence
 
 import jax
@@ -21,15 +21,16 @@ import ml_collections
 import numpy as np
 from flax.training import train_state
 
+from ttw_datasets.rxr import rxr_dataset_builder as rxr_builder
 from ttw_jax.core import paths
-from ttw_jax.core.stream import BatchStream
+from ttw_jax.core.stream import BatchStream, mixture_index
 from ttw_jax.core.env import PolicyFactory, replay_policy
 from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.core.train.run import (EVAL, INIT, Run, check_eval, make_optimizer, mean_over_seeds,
                                     splits)
 from ttw_jax.core.vocab import Vocabulary
 from ttw_jax.rxr import (dataset as rxr_data, episodes as rxr_episodes, evaluation as r2r_eval,
-                         predictions, views)
+                         house, predictions, view_features, views)
 from ttw_jax.rxr.graph import SOURCE_HINT, geodesic_table, load_matterport_graph
 from ttw_jax.rxr.losses import mixed_loss
 from ttw_jax.rxr.records import ANNOTATORS
@@ -39,78 +40,170 @@ from ttw_jax.rxr.synthetic import node_landmarks
 # eval splits are not resumable: their scans join the graph (node numbering, action space)
 RESUMABLE_CHANGES = ("patience", "eval.batch_size", "eval.baselines", "eval.baseline_seeds",
                      "eval.straight", "eval.per_annotator", "eval.write_predictions",
-                     "data.tfds_dir", "data.manual_dir", "data.connectivity_dir")
+                     "eval.human", "data.tfds_dir", "data.manual_dir", "data.connectivity_dir",
+                     "data.features_cache", "data.multitask_dir")
 MODELS = ("full", "language_only", "vision_only")
 MODES = ("train", "baselines")
 HOLDOUT = "train_holdout"   # dev split carved out of train (`data.holdout_every`)
+GROUNDING_STEPS = ("cloned", "on_gold_path")   # where the attention-grounding loss applies
 GROUPINGS = ("per_language", "per_locale", "per_annotator")   # r2r_eval.evaluate's breakdowns
+SECOND_ROWS = 1 << 40   # streamed multitask: the second dataset's text-feature rows start here
+SECOND = "multitask"    # the `dataset` tag of the second dataset's records
 BATCH_KEYS = ("start", "heading", "path", "path_len", "gold", "tokens", "token_len",
               "text_features", "word_mask", "view_mask", "has_masks", "has_word_mask")
 
 
 def view_feature_table(config: ml_collections.ConfigDict, graph, nodes) -> np.ndarray:
-    """[N, 36, D] view features for the config's agent kind (D = 0: angles only)."""
+    """[N, 36, D] view features for the config's agent kind (D = 0: angles only), as the devices
+    keep them (`views.device_table`: float32, or `data.feature_dtype=bfloat16`'s bits, half the
+    memory of a large table on every device)."""
     d = config.data
     if config.model.name == "language_only" or not d.features:
         return views.empty_view_features(len(nodes))
     if d.features == "synthetic":
         landmarks = node_landmarks([i.split("/", 1)[1] for i in nodes.ids], d.num_landmarks)
-        return views.synthetic_view_features(graph, landmarks, d.num_landmarks, d.feature_dim,
-                                             d.feature_noise, seed=config.seed)
-    return views.load_view_features(d.features, nodes)
+        table = views.synthetic_view_features(graph, landmarks, d.num_landmarks, d.feature_dim,
+                                              d.feature_noise, seed=config.seed)
+    else:
+        table = view_features.feature_table(d.features, nodes, features_cache(config))
+    return views.device_table(table, d.feature_dtype)
+
+
+def features_cache(config: ml_collections.ConfigDict) -> str:
+    """Where TSV / HDF5 view features are converted: `data.features_cache`, else
+    ~/.cache/ttw_jax/view_features (a local folder of each host: the cache is memory-mapped)."""
+    return config.data.features_cache or os.path.expanduser("~/.cache/ttw_jax/view_features")
+
+
+def load_records(config_name: str, wanted: Sequence[str], tfds_dir: str, manual_dir: str,
+                 stream: bool) -> tuple[dict, dict]:
+    """({split: records}, {split: read(row)} when streamed) of an `rxr` TFDS config."""
+    if stream:
+        return rxr_data.load_split_records_streamed(config_name, wanted, tfds_dir=tfds_dir or None,
+                                                    manual_dir=manual_dir or None)
+    return rxr_data.load_split_records(config_name, wanted, tfds_dir=tfds_dir or None,
+                                       manual_dir=manual_dir or None), {}
+
+
+def keep_languages(records: Sequence[dict], languages: Sequence[str]) -> list[dict]:
+    """The records in `languages` (groups as the paper's tables give them, "en", "hi", "te", or
+    locales, "en-IN"); all when empty."""
+    if not languages:
+        return list(records)
+    return [r for r in records if r["language"] in languages
+            or r2r_eval.language_group(r["language"]) in languages]
+
+
+def evaluation_splits(config: ml_collections.ConfigDict) -> list[str]:
+    """The splits reported: `data.eval_splits`, and with `data.multitask` the second dataset's
+    `data.multitask_eval_splits` as `<config>/<split>`."""
+    d = config.data
+    return splits(d.eval_splits) + ([f"{d.multitask}/{s}" for s in splits(d.multitask_eval_splits)]
+                                    if d.multitask else [])
 
 
 def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
-    """Graph, geodesics, view features, vocabulary and padded episodes of every named split."""
+    """Graph, geodesics, view features, vocabulary and padded episodes of every named split (with
+    `data.multitask` the second dataset's evaluation splits too, named `<config>/<split>`), the
+    training mixture's row index, and with `eval.human` the follower and guide records of the
+    evaluation splits."""
     d = config.data
     if not d.connectivity_dir:
         raise ValueError("set data.connectivity_dir to the directory of Matterport "
                          f"<scan>_connectivity.json files. {SOURCE_HINT}")
     wanted = sorted({d.train_split, d.dev_split, *splits(d.eval_splits)} - {HOLDOUT})
     manual = d.connectivity_dir if d.tfds_config == "synthetic" else d.manual_dir
-    readers = {}
-    if d.stream:
-        if not d.text_features:
-            raise ValueError("data.stream=True streams the text features: set "
-                             "data.text_features=True (the other arrays fit in memory)")
-        records, readers = rxr_data.load_split_records_streamed(
-            d.tfds_config, wanted, tfds_dir=d.tfds_dir or None, manual_dir=manual or None)
-    else:
-        records = rxr_data.load_split_records(d.tfds_config, wanted, tfds_dir=d.tfds_dir or None,
-                                              manual_dir=manual or None)
+    if d.stream and not d.text_features:
+        raise ValueError("data.stream=True streams the text features: set "
+                         "data.text_features=True (the other arrays fit in memory)")
+    records, readers = load_records(d.tfds_config, wanted, d.tfds_dir, manual, d.stream)
+    sources = {s: d.tfds_config for s in records}
+    second_train = []
+    if d.multitask:
+        extra = splits(d.multitask_eval_splits)
+        recs2, readers2 = load_records(d.multitask, ["train", *extra], d.tfds_dir,
+                                       d.multitask_dir, d.stream)
+        for s in extra:
+            records[f"{d.multitask}/{s}"] = [dict(r, dataset=SECOND) for r in recs2[s]]
+            sources[f"{d.multitask}/{s}"] = d.multitask
+            if s in readers2:
+                readers[f"{d.multitask}/{s}"] = readers2[s]
+        second_train = [dict(r, dataset=SECOND) for r in recs2["train"]]
+        if d.stream:   # one reader for the mixed train split: the second's rows shifted
+            first, second = readers[d.train_split], readers2["train"]
+            readers[d.train_split] = lambda row: (second(row - SECOND_ROWS) if row >= SECOND_ROWS
+                                                  else first(row))
+            second_train = [dict(r, text_features_row=r["text_features_row"] + SECOND_ROWS)
+                            if r.get("text_features_row") is not None else r
+                            for r in second_train]
     if HOLDOUT in {d.dev_split, *splits(d.eval_splits)}:   # every holdout_every-th train path
         train_records = records[d.train_split]
         records[HOLDOUT] = [r for r in train_records if r["path_id"] % d.holdout_every == 0]
         readers[HOLDOUT] = readers.get(d.train_split)
+        sources[HOLDOUT] = d.tfds_config
         records[d.train_split] = [r for r in train_records
                                   if r["path_id"] % d.holdout_every != 0]
-        wanted.append(HOLDOUT)
+    evaluated = sorted(set(records) - {d.train_split})
+    languages_kept = splits(d.languages)
+    records = {s: keep_languages(recs, languages_kept) for s, recs in records.items()}
+    second_train = keep_languages(second_train, languages_kept)
+    if d.train_annotators:
+        who = splits(d.train_annotators)
+        records[d.train_split] = [r for r in records[d.train_split] if r["annotator"] in who]
+    # the human reference: the followers' paths against the guides', before the filter below
+    human = {s: records[s] for s in evaluation_splits(config)} if config.eval.human else {}
     # Evaluation scores the paths of `data.eval_annotators` only (the paper: guides), whichever
     # annotators the model trains on.
     annotators = splits(d.eval_annotators)
-    for s in set(wanted) - {d.train_split}:
+    for s in evaluated:
         records[s] = rxr_data.evaluated_records(records[s], annotators)
         if not records[s]:
-            raise ValueError(f"split {s!r} of rxr/{d.tfds_config} has no annotations by "
-                             f"{annotators} (data.eval_annotators)")
-    scans = sorted({r["scan"] for s in wanted for r in records[s]})
+            raise ValueError(f"split {s!r} of rxr/{sources[s]} has no annotations by "
+                             f"{annotators} (data.eval_annotators) in languages "
+                             f"{languages_kept or 'all'} (data.languages)")
+    train_records = records[d.train_split] + second_train
+    if not train_records:
+        raise ValueError(f"the train split {d.train_split!r} of rxr/{d.tfds_config} has no "
+                         f"records left (data.languages={d.languages!r}, "
+                         f"data.train_annotators={d.train_annotators!r})")
+    records[d.train_split] = train_records
+    all_splits = sorted(records)
+    scans = sorted({r["scan"] for s in all_splits for r in records[s]})
     graph, nodes, scan_of = load_matterport_graph(d.connectivity_dir, scans)
     vocab = Vocabulary.load_or_build(
-        paths.resolve(workdir) / "vocab.json", (r["instruction"] for r in records[d.train_split]),
+        paths.resolve(workdir) / "vocab.json", (r["instruction"] for r in train_records),
         save=jax.process_index() == 0)
-    languages = sorted({r["language"] for s in wanted for r in records[s]})
+    languages = sorted({r["language"] for s in all_splits for r in records[s]})
     # 0: as long as the longest reference path of the loaded splits
-    max_path = d.max_path if d.max_path > 0 else max(len(r["path"]) for s in wanted
+    max_path = d.max_path if d.max_path > 0 else max(len(r["path"]) for s in all_splits
                                                      for r in records[s])
+
+    def locate(split):   # an error about a record names its file and line (or entry)
+        base = d.train_split if split == HOLDOUT else split.split("/", 1)[-1]
+
+        def where(rec):
+            second = rec.get("dataset") == SECOND
+            return rxr_data.record_location(d.multitask if second else d.tfds_config, base, rec,
+                                            (d.multitask_dir if second else manual) or None)
+        return where
     episodes = {s: rxr_episodes.episodes(
         records[s], nodes, graph, vocab, languages, d.max_tokens, max_path, d.text_features,
-        locate=functools.partial(rxr_data.record_location, d.tfds_config,
-                                 d.train_split if s == HOLDOUT else s, manual_dir=manual or None),
-        read_text_features=readers.get(s))
-        for s in wanted}
-    return dict(graph=graph, nodes=nodes, geodesic=geodesic_table(graph, scan_of), vocab=vocab,
-                languages=languages, episodes=episodes, max_path=max_path,
-                features=view_feature_table(config, graph, nodes))
+        locate=locate(s), read_text_features=readers.get(s))
+        for s in all_splits}
+    distances = "connectivity poses"
+    metric_graph = graph
+    if d.house_dir:
+        centres = house.panorama_centres(d.house_dir, nodes, scans)
+        metric_graph = graph.replace(lengths=house.edge_lengths(graph, centres))
+        distances = "house panorama centres"
+    mixture = None
+    if d.multitask and d.multitask_share >= 0:
+        n_first = len(train_records) - len(second_train)
+        mixture = mixture_index(n_first, len(second_train), d.multitask_share, config.seed)
+    return dict(graph=graph, nodes=nodes, geodesic=geodesic_table(metric_graph, scan_of),
+                vocab=vocab, languages=languages, episodes=episodes, max_path=max_path,
+                features=view_feature_table(config, graph, nodes), human=human,
+                distances=distances, mixture=mixture, sources=sources)
 
 
 def build_model(config: ml_collections.ConfigDict, vocab_size: int) -> RCMAgent:
@@ -145,18 +238,35 @@ def gold_factory(graph, consts, batch):
     return replay_policy, batch["gold"]
 
 
-def write_split_predictions(workdir: str, split: str, data: dict, per_episode: dict) -> str:
-    """Writes the agent's paths on `split` as a leaderboard file in `workdir`: R2R's JSON for
-    R2R instructions, RxR's JSON lines otherwise; returns its name."""
+def prediction_files(split: str, annotators: np.ndarray) -> dict[str, np.ndarray]:
+    """{file name: episode mask} of the leaderboard files of `split`'s episodes (their annotator
+    ids, `records.ANNOTATORS`): `predictions_<split>.json` (R2R's format, R2R instructions) or
+    `.jsonl` (RxR's); one file per annotator, `predictions_<split>_<annotator>.jsonl`, when
+    several annotators' paths are scored, so every file holds each instruction_id once. A `/` in
+    a split name (`r2r/val_seen`) becomes `_`."""
+    stem = f"predictions_{split.replace('/', '_')}"
+    present = sorted(set(np.asarray(annotators).tolist()))
+    if present == [ANNOTATORS.index("r2r")]:
+        return {f"{stem}.json": np.ones(len(annotators), bool)}
+    if len(present) <= 1:
+        return {f"{stem}.jsonl": np.ones(len(annotators), bool)}
+    return {f"{stem}_{ANNOTATORS[a]}.jsonl": np.asarray(annotators) == a for a in present}
+
+
+def write_split_predictions(workdir: str, split: str, data: dict, per_episode: dict) -> list:
+    """Writes the agent's paths on `split` as leaderboard files in `workdir`
+    (`prediction_files`); returns their names."""
     eps = data["episodes"][split]
-    r2r = bool(len(eps["annotator"])) and bool(
-        np.all(eps["annotator"] == ANNOTATORS.index("r2r")))
-    fmt = "r2r" if r2r else "rxr"
-    name = f"predictions_{split}.json" + ("" if r2r else "l")
-    rows = predictions.prediction_rows(per_episode["path"], per_episode["path_len"], eps,
-                                       data["nodes"], data["graph"], fmt)
-    predictions.write_predictions(paths.resolve(workdir) / name, rows, fmt)
-    return name
+    names = []
+    for name, mask in prediction_files(split, eps["annotator"]).items():
+        fmt = "r2r" if name.endswith(".json") else "rxr"
+        sub_eps = {k: eps[k][mask] for k in ("instruction_id", "path_id", "heading")}
+        rows = predictions.prediction_rows(per_episode["path"][mask],
+                                           per_episode["path_len"][mask], sub_eps,
+                                           data["nodes"], data["graph"], fmt)
+        predictions.write_predictions(paths.resolve(workdir) / name, rows, fmt)
+        names.append(name)
+    return names
 
 
 def check_config(config: ml_collections.ConfigDict) -> None:
@@ -165,6 +275,39 @@ def check_config(config: ml_collections.ConfigDict) -> None:
     if config.mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {config.mode!r}")
     check_eval(config, r2r_eval.METRICS)
+    d = config.data
+    if not d.connectivity_dir:
+        raise ValueError("set data.connectivity_dir to the directory of Matterport "
+                         f"<scan>_connectivity.json files. {SOURCE_HINT}")
+    if d.feature_dtype not in views.TABLE_DTYPES:
+        raise ValueError(f"data.feature_dtype must be one of {views.TABLE_DTYPES}, got "
+                         f"{d.feature_dtype!r}")
+    if config.loss.grounding_steps not in GROUNDING_STEPS:
+        raise ValueError(f"loss.grounding_steps must be one of {GROUNDING_STEPS}, got "
+                         f"{config.loss.grounding_steps!r}")
+    if d.train_annotators and not set(splits(d.train_annotators)) <= {"guide", "follower"}:
+        raise ValueError("data.train_annotators is empty (all) or a subset of guide,follower; "
+                         f"got {d.train_annotators!r}")
+    if d.multitask and not (d.multitask_share < 0 or 0 <= d.multitask_share < 1):
+        raise ValueError(f"data.multitask_share is a share in [0, 1), or -1 (in proportion to "
+                         f"the datasets' sizes); got {d.multitask_share}")
+    if config.eval.human:
+        known = rxr_builder.Builder.builder_configs.get(d.tfds_config)
+        if known is not None and "follower" not in known.annotators:
+            raise ValueError(f"eval.human scores the follower annotations, and "
+                             f"rxr/{d.tfds_config} has none: use data.tfds_config=guide_follower "
+                             "(data.train_annotators=guide trains on the guides alone)")
+    if config.mode == "train":
+        if d.dev_split in evaluation_splits(config):
+            raise ValueError(
+                f"data.dev_split {d.dev_split!r} selects the model and is also reported "
+                f"(data.eval_splits={d.eval_splits!r}): select on a split that is not reported "
+                f"(val_seen, or '{HOLDOUT}' of train) or leave it out of data.eval_splits")
+        if config.model.name != "language_only" and not d.features:
+            raise ValueError(
+                f"model.name={config.model.name!r} sees the views, and data.features is empty: "
+                f"set --config.data.features to {view_features.HINT}, or 'synthetic' (the "
+                "synthetic data's); model.name=language_only runs on angle features alone")
     lower_is_better = config.eval.metric in ("pl", "ne")
     if config.eval.mode != ("min" if lower_is_better else "max"):
         raise ValueError(f"eval.metric {config.eval.metric!r} is "
@@ -244,11 +387,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     if config.data.stream:   # this process's rows of each batch, read by grain's threads
         keys = [k for k in BATCH_KEYS if k in train_eps]
         stream = BatchStream.of_rows(train_eps, keys, config.batch_size, config.seed,
-                                     config.data.stream_threads)
+                                     config.data.stream_threads, index=data["mixture"])
         sample = lambda key: dp.shard_process_local(next(stream), run.mesh)
     else:
         sample = dp.episode_sampler({k: train_eps[k] for k in BATCH_KEYS if k in train_eps},
-                                    config.batch_size, run.mesh)
+                                    config.batch_size, run.mesh, index=data["mixture"])
     rollout = r2r_eval.make_rollout(model_factory(model), eval_horizon,
                                     config.loss.success_radius)
 
@@ -271,16 +414,30 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     num_steps = baseline_steps(data, config)
     results = {"config": config.to_dict(), "best_step": meta["best_step"],
                "last_step": meta["step"], "agent": config.model.name,
-               "baseline_steps": num_steps, "languages": data["languages"]}
+               "baseline_steps": num_steps, "languages": data["languages"],
+               "distances": data["distances"],
+               "dev": {"split": config.data.dev_split, **(meta.get("best_eval") or {})}}
     baselines = baseline_rollouts(config, num_steps, eval_horizon)
-    for split in splits(config.data.eval_splits):
+    for split in evaluation_splits(config):
         results[split] = {"episodes": len(data["episodes"][split]["start"]),
                           config.model.name: evaluate(best_params, split, data["languages"],
                                                       config.eval.per_annotator,
                                                       config.eval.write_predictions),
                           **evaluate_baselines(config, baselines, data, graph, geodesic, split,
-                                               run.key(EVAL))}
+                                               run.key(EVAL)),
+                          **human_row(config, data, split)}
     return run.finish(results, format_results(results))
+
+
+def human_row(config: ml_collections.ConfigDict, data: dict, split: str) -> dict:
+    """{"human": the followers' paths scored against the guides'} on `split` with `eval.human`
+    (Ku et al. 2020, Tables 5 and 8, row H); {} otherwise, or for a split without followers
+    (R2R)."""
+    recs = data["human"].get(split, [])
+    if not config.eval.human or not any(r["annotator"] == "follower" for r in recs):
+        return {}   # e.g. test_standard, R2R: no followers
+    return {"human": r2r_eval.human_followers(recs, recs, data["nodes"], data["geodesic"],
+                                              config.loss.success_radius)}
 
 
 def run_baselines(config: ml_collections.ConfigDict, run: Run, data: dict) -> dict:
@@ -288,9 +445,9 @@ def run_baselines(config: ml_collections.ConfigDict, run: Run, data: dict) -> di
     graph, geodesic = jax.device_put(data["graph"]), jax.device_put(data["geodesic"])
     num_steps = baseline_steps(data, config)
     results = {"config": config.to_dict(), "agent": "gold", "baseline_steps": num_steps,
-               "languages": data["languages"]}
+               "languages": data["languages"], "distances": data["distances"]}
     baselines = baseline_rollouts(config, num_steps, horizons(config, data)[1])
-    for split in splits(config.data.eval_splits):
+    for split in evaluation_splits(config):
         eps = data["episodes"][split]
         gold = r2r_eval.evaluate(r2r_eval.make_rollout(gold_factory, eps["gold"].shape[1]), graph,
                                  geodesic, None, eps, run.key(EVAL), config.eval.batch_size,
@@ -298,7 +455,8 @@ def run_baselines(config: ml_collections.ConfigDict, run: Run, data: dict) -> di
         results[split] = {"episodes": len(eps["start"]),
                           "gold": {k: v for k, v in gold.items() if k != "episodes"},
                           **evaluate_baselines(config, baselines, data, graph, geodesic, split,
-                                               run.key(EVAL))}
+                                               run.key(EVAL)),
+                          **human_row(config, data, split)}
     return run.finish(results, format_results(results))
 
 
@@ -306,12 +464,12 @@ def format_results(results: dict) -> str:
     names = r2r_eval.METRICS
     head = f"best step {results['best_step']}; " if "best_step" in results else ""
     lines = [f"RxR / R2R ({results['agent']}, {head}baselines move {results['baseline_steps']} "
-             "steps; std over seeds in brackets):",
+             f"steps; distances between {results['distances']}; std over seeds in brackets):",
              f"{'split':12s} {'agent':24s} " + " ".join(f"{n.upper():>6s}" for n in names)]
     for split, res in results.items():
         if isinstance(res, dict) and "episodes" in res:
             for agent, m in res.items():
-                if agent == "episodes":
+                if agent in ("episodes", "split"):
                     continue
                 lines.append(f"{split:12s} {agent:24s} " + " ".join(
                     f"{m[n]:6.3f}" + (f" ({m[n + '_std']:.3f})" if n + "_std" in m else "")

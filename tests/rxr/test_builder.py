@@ -58,14 +58,17 @@ def test_configs():
     assert rb.Builder.DEFAULT_CONFIG_NAME == "synthetic"
     configs = rb.Builder.builder_configs
     assert set(configs) == {"synthetic", "guide", "follower", "guide_follower", "guide_en",
-                            "guide_hi", "guide_te", "r2r"}
-    summary = {n: (c.source, c.annotators, c.languages) for n, c in configs.items()}
+                            "guide_hi", "guide_te", "r2r", "guide_follower_xlate"}
+    summary = {n: (c.source, c.annotators, c.languages, c.cross_translations)
+               for n, c in configs.items()}
     assert summary == {
-        "synthetic": ("synthetic", ("guide",), ()), "r2r": ("r2r", ("guide",), ()),
-        "guide": ("rxr", ("guide",), ()), "follower": ("rxr", ("follower",), ()),
-        "guide_follower": ("rxr", ("guide", "follower"), ()),
-        "guide_en": ("rxr", ("guide",), ("en-IN", "en-US")),
-        "guide_hi": ("rxr", ("guide",), ("hi-IN",)), "guide_te": ("rxr", ("guide",), ("te-IN",))}
+        "synthetic": ("synthetic", ("guide",), (), False), "r2r": ("r2r", ("guide",), (), False),
+        "guide": ("rxr", ("guide",), (), False), "follower": ("rxr", ("follower",), (), False),
+        "guide_follower": ("rxr", ("guide", "follower"), (), False),
+        "guide_follower_xlate": ("rxr", ("guide", "follower"), (), True),
+        "guide_en": ("rxr", ("guide",), ("en-IN", "en-US"), False),
+        "guide_hi": ("rxr", ("guide",), ("hi-IN",), False),
+        "guide_te": ("rxr", ("guide",), ("te-IN",), False)}
     cfg = configs["synthetic"]
     assert cfg.synthetic_sizes == (("train", 3000, 0), ("val_seen", 300, 1), ("val_unseen", 300, 2))
     assert cfg.synthetic_seed == 0

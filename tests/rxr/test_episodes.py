@@ -177,14 +177,44 @@ def test_grounding_loss_enters_the_mixed_loss():
     consts = (jax.device_put(graph), jnp.zeros((4, 36, 0)),
               jax.device_put(geodesic_table(graph, np.zeros(4, np.int32))))
     cfg = dict(horizon=4, bc_every=1, gamma=0.9, stop_reward=1.0, entropy_weight=0.0,
-               success_radius=3.0)
-    with_g = mixed_loss(model, ml_collections.ConfigDict(dict(cfg, grounding_weight=1.0)))
-    without = mixed_loss(model, ml_collections.ConfigDict(dict(cfg, grounding_weight=0.0)))
-    l1, m1 = jax.jit(with_g)(params, batch, jax.random.key(0), *consts)
-    l0, m0 = jax.jit(without)(params, batch, jax.random.key(0), *consts)
+               success_radius=3.0, grounding_steps="cloned")
+
+    def run(**kw):
+        loss = mixed_loss(model, ml_collections.ConfigDict(dict(cfg, **kw)))
+        return jax.jit(loss)(params, batch, jax.random.key(0), *consts)
+    l1, m1 = run(visual_grounding=1.0, textual_grounding=1.0)
+    l0, m0 = run(visual_grounding=0.0, textual_grounding=0.0)
     assert "grounding_loss" in m1 and "grounding_loss" not in m0
     assert float(m1["grounding_loss"]) > 0
     np.testing.assert_allclose(float(l1 - l0), float(m1["grounding_loss"]), rtol=1e-5)
+    # each attention has its own weight; their losses add up to the combined one
+    lv, mv = run(visual_grounding=2.0, textual_grounding=0.0)
+    lt, mt = run(visual_grounding=0.0, textual_grounding=1.0)
+    assert "textual_grounding_loss" not in mv and "visual_grounding_loss" not in mt
+    np.testing.assert_allclose(float(lv - l0), 2 * float(mv["visual_grounding_loss"]), rtol=1e-5)
+    np.testing.assert_allclose(float(mv["visual_grounding_loss"] + mt["textual_grounding_loss"]),
+                               float(m1["grounding_loss"]), rtol=1e-5)
+    # every row cloned: the cloned rows' steps are the steps on the gold path
+    lg, mg = run(visual_grounding=1.0, textual_grounding=1.0, grounding_steps="on_gold_path")
+    np.testing.assert_allclose(float(lg), float(l1), rtol=1e-6)
+    # no row cloned: "cloned" grounds nothing, "on_gold_path" at least the start (step 0)
+    _, mc = run(visual_grounding=1.0, textual_grounding=0.0, bc_every=0)
+    _, mo = run(visual_grounding=1.0, textual_grounding=0.0, bc_every=0,
+                grounding_steps="on_gold_path")
+    assert float(mc["visual_grounding_loss"]) == 0 and float(mo["visual_grounding_loss"]) > 0
+
+
+def test_on_the_gold_path_until_the_agent_first_leaves_it():
+    from ttw_jax.rxr.losses import on_gold_path
+    path = jnp.asarray([[0, 1, 2, -1], [5, 6, -1, -1], [7, 8, 9, -1]])           # [B=3, R=4]
+    path_len = jnp.asarray([3, 2, 3])
+    nodes = jnp.asarray([[0, 5, 7], [1, 6, 3], [2, 6, 9], [2, 6, 9], [2, 6, 9]])   # [T=5, B]
+    done = jnp.asarray([[0, 0, 0], [0, 0, 0], [0, 1, 0], [1, 1, 0], [1, 1, 0]], bool)
+    on = on_gold_path(nodes, path, path_len, done)
+    # row 0 follows the path, stops after step 2; row 1 stops at its goal at step 1; row 2
+    # leaves the path at step 1 (node 3) and comes back at step 2: not on it any more
+    np.testing.assert_array_equal(np.asarray(on), np.asarray(
+        [[1, 1, 1], [1, 1, 0], [1, 0, 0], [0, 0, 0], [0, 0, 0]], bool))
 
 
 def test_evaluation_keeps_the_guides_and_groups_results_as_the_paper():

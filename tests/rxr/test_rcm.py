@@ -172,7 +172,8 @@ def init(model, graph, feat_dim):
 
 def loss_config(**kw):
     c = dict(horizon=8, bc_every=2, gamma=0.9, stop_reward=1.0, entropy_weight=0.01,
-             grounding_weight=0.0, success_radius=3.0)
+             visual_grounding=0.0, textual_grounding=0.0, grounding_steps="cloned",
+             success_radius=3.0)
     c.update(kw)
     return ml_collections.ConfigDict(c)
 

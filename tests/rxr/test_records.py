@@ -311,7 +311,7 @@ def test_read_rxr_gz_and_plain_jsonl(tmp_path):
         "heading": 1.25, "instruction": "Walk past the sofa and stop.", "language": "en-US",
         "annotator": "guide", "edit_distance": 0.125, "distance": first["distance"],
         "timed_words": ["Walk", "past"], "step_words": None, "step_views": None, "step_subwords": None,
-        "text_features": None}
+        "text_features": None, "translated_from": ""}
     assert math.isnan(first["distance"])
     assert records[1]["instruction"] == HINDI and records[1]["timed_words"] == ["सीधे", "चलिए"]
     assert math.isnan(records[1]["edit_distance"])

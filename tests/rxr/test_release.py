@@ -92,8 +92,9 @@ def test_trainer_runs_on_the_release_and_scores_guides_only(release, tmp_path):
     c = TRAINERS["rxr"].config(str(tmp_path / "tfds"), data__tfds_config="guide_follower",
                                data__manual_dir=manual, data__text_features=True,
                                data__max_tokens=64, data__max_path=16, eval__horizon=16,
-                               train_horizon=12, data__eval_splits="val_seen,val_unseen",
-                               eval__baselines="random_walk", eval__per_annotator=True)
+                               train_horizon=12, data__dev_split="val_unseen",
+                               data__eval_splits="val_seen", eval__baselines="random_walk",
+                               eval__per_annotator=True)
     for d in ("a", "b"):
         os.makedirs(tmp_path / d)
     data = train.load_data(c, str(tmp_path / "a"))
@@ -111,11 +112,30 @@ def test_trainer_runs_on_the_release_and_scores_guides_only(release, tmp_path):
     assert res["val_seen"]["episodes"] == counts["val_seen"]
     assert set(agent["per_annotator"]) == {"guide"}
     assert agent["per_annotator"]["guide"]["ndtw"] == pytest.approx(agent["ndtw"])
-    # both annotators scored when asked: the followers' (shorter) paths are references too
+    # both annotators scored when asked: the followers' (shorter) paths are references too,
+    # and each annotator's paths go to a leaderboard file of their own (an instruction_id once
+    # per file), which scores back against that annotator's references
     c.data.eval_annotators = "guide,follower"
-    both = train.load_data(c, str(tmp_path / "b"))["episodes"]["val_seen"]
+    data = train.load_data(c, str(tmp_path / "b"))
+    both = data["episodes"]["val_seen"]
     assert len(both["start"]) == 2 * counts["val_seen"]
     assert sorted(set(both["annotator"])) == [0, 1]
+    per = {"path": both["path"].copy(), "path_len": both["path_len"].copy()}
+    per["path_len"][::2] = 1                          # some predictions stop at the start
+    names = train.write_split_predictions(str(tmp_path / "b"), "val_seen", data, per)
+    assert names == ["predictions_val_seen_guide.jsonl", "predictions_val_seen_follower.jsonl"]
+    from ttw_jax.rxr import predictions
+    from ttw_jax.rxr.metrics import path_metrics
+    for name, who in zip(names, ("guide", "follower")):
+        mask = both["annotator"] == rr.ANNOTATORS.index(who)
+        preds = predictions.read_predictions(str(tmp_path / "b" / name))
+        assert sorted(preds) == sorted(both["instruction_id"][mask].tolist())
+        eps = {k: both[k][mask] for k in ("instruction_id", "path", "path_len")}
+        scored = predictions.score_predictions(preds, eps, data["nodes"], data["geodesic"])
+        want = path_metrics(per["path"][mask], per["path_len"][mask], eps["path"],
+                            eps["path_len"], data["geodesic"])
+        for k in ("ne", "sr", "ndtw"):
+            assert scored[k] == pytest.approx(float(np.mean(want[k])), abs=1e-5)
 
 
 @pytest.mark.slow

@@ -30,8 +30,8 @@ class TestTrainer(TrainerContract):
         from ttw_jax.rxr import predictions
         workdir, res = trained(self.name)
         agent = res["val_unseen"]["full"]
-        assert agent["predictions"] == "predictions_val_unseen.jsonl"
-        preds = predictions.read_predictions(os.path.join(workdir, agent["predictions"]))
+        assert agent["predictions"] == ["predictions_val_unseen.jsonl"]
+        preds = predictions.read_predictions(os.path.join(workdir, agent["predictions"][0]))
         data = RXR.train.load_data(RXR.config(res["config"]["data"]["tfds_dir"]), workdir)
         eps = data["episodes"]["val_unseen"]
         assert sorted(preds) == sorted(eps["instruction_id"].tolist())
@@ -48,15 +48,20 @@ class TestTrainer(TrainerContract):
         assert res["full"]["ndtw"] > best + 0.05
 
 
-def test_bad_settings_are_named(tfds_dir, tmp_path):
-    with pytest.raises(ValueError, match="connectivity_dir"):
-        RXR.train.train_and_evaluate(RXR.config(tfds_dir, data__connectivity_dir=""),
-                                     str(tmp_path / "a"))
-    with pytest.raises(ValueError, match="optim.schedule"):
-        RXR.train.train_and_evaluate(RXR.config(tfds_dir, optim__schedule="linear"),
-                                     str(tmp_path / "b"))
-    with pytest.raises(ValueError, match="set eval.mode to 'min'"):
-        RXR.train.train_and_evaluate(RXR.config(tfds_dir, eval__metric="ne"), str(tmp_path / "c"))
+@pytest.mark.parametrize("overrides, message", [
+    (dict(data__connectivity_dir=""), "connectivity_dir"),
+    (dict(optim__schedule="linear"), "optim.schedule"),
+    (dict(eval__metric="ne"), "set eval.mode to 'min'"),
+    (dict(data__eval_splits="val_seen"), "data.dev_split 'val_seen' selects the model and is "
+                                         "also reported"),
+    (dict(model__name="vision_only", data__features=""),
+     "model.name='vision_only' sees the views, and data.features is empty"),
+    (dict(loss__grounding_steps="always"), "loss.grounding_steps must be one of"),
+    (dict(data__feature_dtype="float16"), "data.feature_dtype must be one of"),
+])
+def test_bad_settings_are_named(overrides, message, tfds_dir, tmp_path):
+    with pytest.raises(ValueError, match=message):
+        RXR.train.train_and_evaluate(RXR.config(tfds_dir, **overrides), str(tmp_path))
 
 
 @pytest.mark.slow

@@ -61,12 +61,19 @@ class BatchStream:
 
     @classmethod
     def of_rows(cls, arrays: dict, keys: Sequence[str], global_batch: int, seed: int,
-                num_threads: int = 2) -> "BatchStream":
+                num_threads: int = 2, index=None) -> "BatchStream":
         """The stream of this JAX process over the rows of `arrays[k]` for `keys` (arrays or
-        `LazyRows` with a common leading axis): the trainers' training batches."""
+        `LazyRows` with a common leading axis): the trainers' training batches; with `index`
+        [M] (row numbers, repeats allowed) over the rows it lists, an epoch visiting each entry
+        once (a mixture)."""
         import jax
-        return cls(lambda i: {k: arrays[k][i] for k in keys}, len(arrays[keys[0]]),
-                   global_batch, seed, jax.process_index(), jax.process_count(), num_threads)
+        if index is None:
+            load, n = (lambda i: {k: arrays[k][i] for k in keys}), len(arrays[keys[0]])
+        else:
+            index = np.asarray(index)
+            load, n = (lambda i: {k: arrays[k][int(index[i])] for k in keys}), len(index)
+        return cls(load, n, global_batch, seed, jax.process_index(), jax.process_count(),
+                   num_threads)
 
     def indices(self, step: int, process_index: int = 0) -> np.ndarray:
         """The example indices of process `process_index`'s rows of global batch `step` (0-based)."""
@@ -108,3 +115,19 @@ class LazyRows:
         for j, i in enumerate(rows):
             out[j] = self._read(int(i))
         return out
+
+
+def mixture_index(n_first: int, n_second: int, share: float, seed: int) -> np.ndarray:
+    """Row numbers [M] into the concatenation of two datasets (n_first rows, then n_second) in
+    which the second makes up `share` (in [0, 1)) of the entries: every row of the first once,
+    then the second's rows in a seeded order, cycled or cut to round(share / (1 - share) *
+    n_first) entries. A uniform draw from the result draws the second dataset with probability
+    `share` (up to that rounding), whatever the sizes."""
+    if not 0 <= share < 1:
+        raise ValueError(f"a mixture share must be in [0, 1), got {share}")
+    if n_first <= 0 or (n_second <= 0 and share > 0):
+        raise ValueError(f"a mixture needs rows in both datasets, got {n_first} and {n_second}")
+    count = int(round(share / (1 - share) * n_first))
+    order = np.random.default_rng(seed).permutation(n_second) if n_second else np.zeros(0, int)
+    second = n_first + np.resize(order, count) if count else np.zeros(0, np.int64)
+    return np.concatenate([np.arange(n_first), second]).astype(np.int64)

@@ -17,7 +17,8 @@ from flax import struct
 
 from ttw_jax.core.env import Trajectory, compact_path
 from ttw_jax.core.pano_graph import PanoGraph
-from ttw_jax.rxr.views import VIEW_ELEVATIONS, VIEW_HEADINGS, angle_features, nearest_view
+from ttw_jax.rxr.views import (VIEW_ELEVATIONS, VIEW_HEADINGS, angle_features, gather_views,
+                               nearest_view)
 
 STOP = 0
 # The fixed actions; action i >= 1 moves to neighbour slot i - 1 (`num_actions(graph)` in all).
@@ -71,12 +72,12 @@ def observe(graph: PanoGraph, state: MatterportState, view_features: jax.Array) 
     """The agent's observation in `state`:
 
     views [36, D + 4]: each standard view's features (`view_features` [N, 36, D], absolute
-    orientation) and the angle encoding of its heading relative to the agent and its elevation;
+    orientation; float32 or bfloat16 bits, `views.device_table`) and the angle encoding of its heading relative to the agent and its elevation;
     cands [K, D + 6]: per navigable direction, the features of the view it lies in, the angle
     encoding of its relative heading and elevation, and two structural features: the edge
     length / 5 m and the neighbour's out-degree / 10; cand_mask [K] (neighbour present).
     """
-    feats = view_features[state.node]                                   # [36, D]
+    feats = gather_views(view_features, state.node)                     # [36, D] float32
     view_rel = jnp.asarray(VIEW_HEADINGS) - state.heading
     views = jnp.concatenate([feats, jnp.broadcast_to(
         angle_features(view_rel, jnp.asarray(VIEW_ELEVATIONS)), view_rel.shape + (4,))], -1)

@@ -144,3 +144,43 @@ def evaluate(run, graph, geodesic, consts, episodes: dict, rng: jax.Array, batch
         result["per_annotator"] = group_means(per, names, ANNOTATORS)
     result["episodes"] = per
     return result
+
+
+def human_followers(followers: Sequence[dict], guides: Sequence[dict], nodes, geodesic,
+                    success_radius: float = 3.0) -> dict:
+    """The human reference of Ku et al. (2020), Tables 5 and 8 (row H): each follower annotation's
+    path scored as a prediction against its guide's path (the guide record with the same
+    instruction_id): means of `METRICS` (and `osr`) over the followers, `per_language` as the
+    paper groups them (`language_group` of the guide's language) and `per_locale`, and the
+    number of `followers`. Records are those of `ttw_jax.rxr.records`; ValueError naming a
+    follower whose guide is not among `guides`."""
+    guide_of = {g["instruction_id"]: g for g in guides if g["annotator"] == "guide"}
+    rows = [f for f in followers if f["annotator"] == "follower"]
+    if not rows:
+        raise ValueError("no follower annotations to score (a config with followers: "
+                         "data.tfds_config=guide_follower)")
+    lost = [f["instruction_id"] for f in rows if f["instruction_id"] not in guide_of]
+    if lost:
+        raise ValueError(f"{len(lost)} follower annotations have no guide annotation in the "
+                         f"split, e.g. instruction_id {lost[:5]}")
+
+    def node_paths(recs):
+        ids = [nodes.lookup([f"{r['scan']}/{v}" for v in r["path"]], "viewpoint") for r in recs]
+        out = np.zeros((len(ids), max(len(p) for p in ids)), np.int32)
+        for i, p in enumerate(ids):
+            out[i, :len(p)] = p
+        return out, np.asarray([len(p) for p in ids], np.int32)
+    path, path_len = node_paths(rows)
+    ref, ref_len = node_paths([guide_of[f["instruction_id"]] for f in rows])
+    per = jax.jit(path_metrics, static_argnums=(5,))(path, path_len, ref, ref_len, geodesic,
+                                                      success_radius)
+    per = {k: np.asarray(v) for k, v in per.items()}
+    out = {k: float(per[k].mean()) for k in (*METRICS, "osr")}
+    locale = np.asarray([guide_of[f["instruction_id"]]["language"] for f in rows])
+    group = np.asarray([language_group(x) for x in locale])
+    out["per_language"] = group_means(per, group, sorted(set(group)))
+    with_locale = sorted({x for x in locale if "-" in x})
+    if with_locale:
+        out["per_locale"] = group_means(per, locale, with_locale)
+    out["followers"] = len(rows)
+    return out

@@ -7,8 +7,13 @@ path so far against the reference, plus at the end of the episode (STOP or horiz
 in the navigation error, `stop_reward * (1 - NE / success_radius)` (positive inside the success
 radius, negative beyond it). Returns are discounted by `gamma`; the baseline is the mean return
 of the policy-gradient rows active at that step. The optional attention-grounding loss
-`log sum_i exp(z_i) - log sum_i m_i exp(z_i)` applies to the cloning rows' visual and textual
-attention logits z where pose-trace masks m exist.
+`log sum_i exp(z_i) - log sum_i m_i exp(z_i)` applies to the visual attention logits z with the
+pose trace's view masks m (weight `visual_grounding`) and to the textual ones with its word masks
+(weight `textual_grounding`), at the steps `grounding_steps` names: "cloned", the cloning rows'
+steps along the reference path; or "on_gold_path", every step at which the agent is on the gold
+path (the paper: "whenever the agent is on the gold path"), read as: its path so far is the
+reference path's prefix, so that it stands on reference step t and m_t applies; the cloning
+rows' steps, and the sampled rows' until they first leave the reference.
 Every episode weighs the same, so equal shards of a batch average to the global loss. Each
 episode's policy-gradient sum is averaged over its own active steps, like the cloning term; as the
 number of steps depends on the sampled actions, this down-weights the steps of long episodes
@@ -68,11 +73,26 @@ def grounding_loss(logits, mask, valid):
     return jnp.where(ok, jax.nn.logsumexp(logits, -1) - jnp.where(ok, inside, 0.0), 0.0)
 
 
+def on_gold_path(nodes, path, path_len, done):
+    """[T, B] bool: at step t the agent is on the gold path, i.e. it has not stopped and its nodes
+    at steps 0..t are the reference path's first t + 1 (so reference step t's masks apply).
+    nodes [T, B] (the node before each action), path [B, R] (-1 padded), path_len [B],
+    done [T, B]."""
+    steps = nodes.shape[0]
+    ref = jnp.swapaxes(path, 0, 1)[:steps]                                         # [T', B]
+    if ref.shape[0] < steps:
+        ref = jnp.pad(ref, ((0, steps - ref.shape[0]), (0, 0)), constant_values=-1)
+    t = jnp.arange(steps)[:, None]
+    match = (nodes == ref) & (t < path_len[None])
+    return jnp.cumprod(match, 0).astype(bool) & ~done
+
+
 def mixed_loss(model: RCMAgent, config: ml_collections.ConfigDict):
     """loss_fn(params, batch, rng, graph, view_features, geodesic) -> (loss, metrics).
 
     config: horizon, bc_every (1 = cloning only, 2 = half and half, 0 = policy gradient only),
-    gamma, stop_reward, entropy_weight, grounding_weight, success_radius.
+    gamma, stop_reward, entropy_weight, visual_grounding, textual_grounding, grounding_steps,
+    success_radius.
     """
     horizon = config.horizon
 
@@ -119,20 +139,36 @@ def mixed_loss(model: RCMAgent, config: ml_collections.ConfigDict):
                    "pg_return": jnp.sum(r * pg_mask) / jnp.maximum(jnp.sum(~forced), 1),
                    "action_accuracy": jnp.sum((jnp.argmax(logits, -1) == gold[:, :horizon].T)
                                               * bc_w) / jnp.maximum(jnp.sum(forced), 1)}
-        if config.grounding_weight and "word_mask" in batch:
+        vis_w, txt_w = config.visual_grounding, config.textual_grounding
+        if (vis_w or txt_w) and "word_mask" in batch:
             steps = min(horizon, batch["word_mask"].shape[1])
-            cloned = bc_mask[:steps] > 0
+            if config.grounding_steps == "cloned":
+                on = bc_mask[:steps] > 0
+            else:
+                on = on_gold_path(traj.state.node[:steps], batch["path"], batch["path_len"],
+                                  done[:steps])
+            w = on / jnp.maximum(on.sum(0), 1.0)
+            grounded = jnp.maximum(jnp.sum(on.any(0)), 1)
             out = traj.output
-            gl = grounding_loss(out["vis_logits"][:steps],
-                                jnp.swapaxes(batch["view_mask"][:, :steps], 0, 1),
-                                cloned & batch["has_masks"][None])
-            # word masks index the encoder's positions: tokens, or text-feature subwords
-            word_mask = jnp.swapaxes(batch["word_mask"][:, :steps], 0, 1) & ctx_mask[None]
-            gl = gl + grounding_loss(out["txt_logits"][:steps], word_mask,
-                                     cloned & batch["has_word_mask"][None])
-            ground = jnp.sum(gl * bc_w[:steps])
-            loss = loss + config.grounding_weight * ground / b
-            metrics["grounding_loss"] = ground / jnp.maximum(jnp.sum(forced), 1)
+            ground = 0.0
+            if vis_w:
+                gl = grounding_loss(out["vis_logits"][:steps],
+                                    jnp.swapaxes(batch["view_mask"][:, :steps], 0, 1),
+                                    on & batch["has_masks"][None])
+                vis = jnp.sum(gl * w)
+                loss = loss + vis_w * vis / b
+                ground = ground + vis
+                metrics["visual_grounding_loss"] = vis / grounded
+            if txt_w:
+                # word masks index the encoder's positions: tokens, or text-feature subwords
+                word_mask = jnp.swapaxes(batch["word_mask"][:, :steps], 0, 1) & ctx_mask[None]
+                gl = grounding_loss(out["txt_logits"][:steps], word_mask,
+                                    on & batch["has_word_mask"][None])
+                txt = jnp.sum(gl * w)
+                loss = loss + txt_w * txt / b
+                ground = ground + txt
+                metrics["textual_grounding_loss"] = txt / grounded
+            metrics["grounding_loss"] = ground / grounded
         metrics["loss"] = loss
         return loss, metrics
     return loss_fn

@@ -20,6 +20,8 @@ one from elsewhere, e.g. a generator):
     step_views: bool [len(path), NUM_VIEWS] or None          from the pose trace (below)
     step_subwords: bool [len(path), m] or None               the trace's `text_masks`
     text_features: float32 [m, D] or None                     the release's text features
+    translated_from: str     "" for an annotation; for a cross-translation (`cross_translations`)
+                             the language of the instruction it translates
 
 Manual files (the directory of the annotation file unless `manual_dir` is given):
 - R2R: `R2R_{train,val_seen,val_unseen,test}.json` (Matterport3DSimulator, `tasks/R2R/data`).
@@ -109,7 +111,9 @@ GUIDE_FIELDS = ("path_id", "scan", "heading", "instruction", "language", "timed_
 
 RECORD_KEYS = ("instruction_id", "path_id", "scan", "path", "heading", "instruction", "language",
                "annotator", "edit_distance", "distance", "timed_words", "step_words",
-               "step_views", "step_subwords", "text_features")
+               "step_views", "step_subwords", "text_features", "translated_from")
+# the languages of the release's text-feature files (`{id:06d}_{lang}_text_features.npz`)
+TEXT_FEATURE_LANGUAGES = ("en", "hi", "te")
 
 
 class RecordFormatError(core.RecordFormatError):
@@ -386,6 +390,50 @@ def load_text_features(path: str) -> np.ndarray:
     return arr
 
 
+def load_text_tokens(path: str) -> list[str]:
+    """The subword tokens of a release text-feature `.npz` (`tokens` [m] or [m, 1]); [] when the
+    file has none or stores them as Python objects (which would need pickle)."""
+    with np.load(path, allow_pickle=False) as data:
+        if "tokens" not in data.files:
+            return []
+        try:
+            tokens = data["tokens"]
+        except ValueError:
+            return []
+    return [t.decode() if isinstance(t, bytes) else str(t) for t in tokens.reshape(-1).tolist()]
+
+
+def cross_translations(records: Sequence[dict], manual_dir: str, split: str | None
+                       ) -> list[dict]:
+    """The records of the release's cross-translated text features (Ku et al. 2020, Table 5,
+    exp. 5): for each guide record and each other language L of `TEXT_FEATURE_LANGUAGES` whose
+    `{instruction_id:06d}_{L}_text_features.npz` is in `manual_dir` (where the record's own
+    features are looked for), a copy paired with the guide's path that carries those features,
+    `language` L's tag ("hi-IN", "te-IN"; "en" for English, whose locale a translation does not
+    have), `translated_from` the original language, the instruction as the features' subword
+    tokens (without [CLS] / [SEP]) and no pose-trace masks (they index the original's words)."""
+    files = _FileIndex()
+    out = []
+    for rec in records:
+        if rec["annotator"] != "guide" or rec.get("translated_from"):
+            continue
+        own = rec["language"].split("-", 1)[0]
+        for lang in TEXT_FEATURE_LANGUAGES:
+            if lang == own:
+                continue
+            cands = [c for c in text_features_candidates(manual_dir, rec["instruction_id"], lang,
+                                                         split) if c.endswith(".npz")]
+            path = files.find(cands)
+            if path is None:
+                continue
+            tokens = [t for t in load_text_tokens(path) if t not in ("[CLS]", "[SEP]")]
+            out.append(dict(rec, language=LANGUAGE_ALIASES.get(lang, lang),
+                            instruction=" ".join(tokens), translated_from=rec["language"],
+                            timed_words=[], step_words=None, step_views=None,
+                            step_subwords=None, text_features=load_text_features(path)))
+    return out
+
+
 class _FileIndex:
     """Names of the files in a few directories, listed once each (missing directory: none)."""
 
@@ -469,7 +517,8 @@ def _timed_words(rec, where: str) -> tuple[list[str], np.ndarray, np.ndarray]:
 def new_record(**fields) -> dict:
     """A record with every key of `RECORD_KEYS` (defaults: NaN floats, no words, no masks)."""
     rec = {"edit_distance": math.nan, "distance": math.nan, "timed_words": [],
-           "step_words": None, "step_views": None, "step_subwords": None, "text_features": None}
+           "step_words": None, "step_views": None, "step_subwords": None, "text_features": None,
+           "translated_from": ""}
     rec.update(fields)
     unknown = set(rec) - set(RECORD_KEYS)
     missing = set(RECORD_KEYS) - set(rec)
@@ -521,6 +570,8 @@ def check_record(rec: Mapping[str, Any], where: str) -> dict:
             raise f.bad("text_features", "None or a numeric [L, D] array",
                         f"{arr.dtype} {arr.shape}")
         out["text_features"] = arr.astype(np.float32)
+    if rec.get("translated_from"):
+        out["translated_from"] = f.string("translated_from")
     return out
 
 

@@ -16,7 +16,9 @@ trainer) runs on the release's layout with no download.
   text_masks [k, m] (the subwords spoken at each of the k path viewpoints);
 - `text_features/rxr_{split}/{instruction_id:06d}_{lang}_text_features.npz`: tokens [m, 1]
   ("[CLS]", the words, "[SEP]") and features [m, dim] float32, each word's fixed random vector
-  plus noise, so a model can read the instruction from them.
+  plus noise, so a model can read the instruction from them; with `cross_translations`, also the
+  files of the two other languages (train splits), whose "translation" marks every word with the
+  language (`hi:walk`), so its vectors differ from the original's.
 The guide looks towards the next viewpoint and 60 degrees to its right at every viewpoint, and
 speaks the words in order, spread evenly over the path's viewpoints.
 """
@@ -104,7 +106,8 @@ def _trace(path_nodes: Sequence[int], graph: PanoGraph, viewpoints: Sequence[str
 
 def write_release(manual_dir: str, graph: PanoGraph, nodes: NodeTable,
                   records_by_split: Mapping[str, Sequence[dict]], dim: int = 768,
-                  seed: int = 0, pose_traces: bool = True) -> dict[str, int]:
+                  seed: int = 0, pose_traces: bool = True,
+                  cross_translations: bool = False) -> dict[str, int]:
     """Writes `records_by_split` (records with instruction_id, path_id, scan, path, heading,
     instruction, language) as an RxR release in `manual_dir` (module docstring); `graph` /
     `nodes` hold the records' viewpoints ("scan/viewpoint" ids). Returns {split: guide lines}.
@@ -144,11 +147,17 @@ def write_release(manual_dir: str, graph: PanoGraph, nodes: NodeTable,
             if pose_traces:
                 arrays["text_masks"] = text_masks
                 np.savez(os.path.join(traces, f"{iid:06d}_guide_pose_trace.npz"), **arrays)
-            vectors = np.stack([word_vector(t, dim) for t in tokens])
-            np.savez(os.path.join(feats, f"{iid:06d}_{rec['language'].split('-')[0]}"
-                                         "_text_features.npz"),
-                     tokens=np.asarray(tokens)[:, None],
-                     features=(vectors + 0.1 * rng.normal(size=vectors.shape)).astype(np.float32))
+            own = rec["language"].split("-")[0]
+            languages = [own] + ([x for x in ("en", "hi", "te") if x != own]
+                                 if cross_translations and split == "train" else [])
+            for lang in languages:
+                toks = tokens if lang == own else [
+                    t if t in ("[CLS]", "[SEP]") else f"{lang}:{t}" for t in tokens]
+                vectors = np.stack([word_vector(t, dim) for t in toks])
+                np.savez(os.path.join(feats, f"{iid:06d}_{lang}_text_features.npz"),
+                         tokens=np.asarray(toks)[:, None],
+                         features=(vectors + 0.1 * rng.normal(size=vectors.shape)
+                                   ).astype(np.float32))
             guides.append({
                 "split": split, "instruction_id": iid, "annotator_id": int(iid % 7),
                 "language": rec["language"], "path_id": int(rec["path_id"]),

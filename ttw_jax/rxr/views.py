@@ -17,6 +17,7 @@ import functools
 import math
 import os
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -132,6 +133,31 @@ def angle_features(heading, elevation):
                                               jnp.asarray(elevation, jnp.float32))
     return jnp.stack([jnp.sin(heading), jnp.cos(heading), jnp.sin(elevation),
                       jnp.cos(elevation)], -1)
+
+
+TABLE_DTYPES = ("float32", "bfloat16")
+
+
+def device_table(table: np.ndarray, dtype: str = "float32") -> np.ndarray:
+    """A view-feature table [N, 36, D] as the simulator keeps it on the devices: float32, or
+    ("bfloat16") the bfloat16 bit patterns as uint16, half the memory. Bits, not bfloat16: XLA:CPU
+    computes a bfloat16 gather in float32 and so converts the whole table to float32 before a
+    scan (measured: 1.2 s against 0.12 s a rollout of a 7,644-viewpoint, 2,048-d table); an
+    integer gather is native on every backend. `gather_views` decodes the gathered rows."""
+    if dtype == "float32":
+        return np.asarray(table, np.float32)
+    if dtype == "bfloat16":
+        import ml_dtypes
+        return np.asarray(table).astype(ml_dtypes.bfloat16).view(np.uint16)
+    raise ValueError(f"view-feature table dtype must be one of {TABLE_DTYPES}, got {dtype!r}")
+
+
+def gather_views(table: jax.Array, node) -> jax.Array:
+    """The float32 rows `table[node]` of a `device_table` (float32, or uint16 bfloat16 bits)."""
+    rows = table[node]
+    if rows.dtype == jnp.uint16:   # bfloat16 bits: the top half of a float32
+        return jax.lax.bitcast_convert_type(rows.astype(jnp.uint32) << 16, jnp.float32)
+    return rows.astype(jnp.float32)
 
 
 def empty_view_features(num_nodes: int) -> np.ndarray:

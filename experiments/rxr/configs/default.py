@@ -12,7 +12,9 @@ from ttw_jax.core.train.run import optim_config
 # Config keys of earlier releases: overriding one on the command line names its replacement.
 RENAMED = {"model.kind": "model.name", "learning_rate": "optim.learning_rate",
            "lr_schedule": "optim.schedule", "grad_clip": "optim.grad_clip",
-           "test_horizon": "eval.horizon", "loss.horizon": "train_horizon"}
+           "test_horizon": "eval.horizon", "loss.horizon": "train_horizon",
+           "loss.grounding_weight": "loss.visual_grounding and loss.textual_grounding (one "
+                                    "weight per attention)"}
 
 
 def get_config():
@@ -35,7 +37,7 @@ def get_config():
     # end_fraction (5%) of it at num_steps.
     c.optim = optim_config(learning_rate=5e-4, grad_clip=5.0, end_fraction=0.05)
     c.num_steps = 3000
-    c.eval_every = 250             # dev SPL, checkpoint, early stopping
+    c.eval_every = 250             # dev metric (eval.metric), checkpoint, early stopping
     c.patience = 4
     c.log_every = 10               # also the host-sync period
     c.max_checkpoints = 2
@@ -46,7 +48,12 @@ def get_config():
     c.loss.gamma = 0.9
     c.loss.stop_reward = 1.0       # end-of-episode reward stop_reward * (1 - NE / radius)
     c.loss.entropy_weight = 0.01
-    c.loss.grounding_weight = 1.0  # only where pose-trace masks exist
+    # attention-grounding losses (only where pose-trace masks exist), one weight per attention,
+    # at the steps of `grounding_steps`: cloned (the cloning rows' reference steps) |
+    # on_gold_path (every step at which the agent's path so far is the reference's prefix)
+    c.loss.visual_grounding = 1.0
+    c.loss.textual_grounding = 1.0
+    c.loss.grounding_steps = "cloned"
     c.loss.success_radius = 3.0
 
     c.data = ml_collections.ConfigDict()
@@ -57,10 +64,13 @@ def get_config():
     c.data.train_split = "train"
     c.data.dev_split = "val_seen"  # early stopping on eval.metric; "train_holdout": paths of
     c.data.holdout_every = 20      # train with path_id % holdout_every == 0, left out of training
-    c.data.eval_splits = "val_seen,val_unseen"
+    c.data.eval_splits = "val_unseen"   # never the dev split (refused)
     # RxR annotations scored on the dev / evaluation splits: guide (the paper's), follower, or
     # guide,follower; R2R and synthetic records are always scored
     c.data.eval_annotators = "guide"
+    c.data.train_annotators = ""   # "" (every annotator of the config) | guide | follower
+    # kept languages, every split: "" (all) or a comma list of groups (en, hi, te) or locales
+    c.data.languages = ""
     c.data.max_tokens = 48         # tokens, or text-feature subwords (cut with a warning)
     c.data.text_features = False   # True: the release's multilingual-BERT features (required)
     # True (with text_features): the features stay in the TFDS ArrayRecord files and are read
@@ -69,7 +79,21 @@ def get_config():
     c.data.stream = False
     c.data.stream_threads = 2
     c.data.max_path = 12
-    c.data.features = "synthetic"  # "" (angles only) | synthetic | <views .npz>
+    # "" (angles only) | synthetic | a file: Matterport3DSimulator .tsv, .h5 / .hdf5 (one
+    # [36, D] dataset per <scan>_<viewpoint>) or .npz (ids, features [V, 36, D])
+    c.data.features = "synthetic"
+    c.data.feature_dtype = "float32"   # of the device table: float32 | bfloat16 (half the memory)
+    c.data.features_cache = ""     # where .tsv / .hdf5 files are converted (local; "" = default)
+    # Matterport house segmentations (<house_dir>/<scan>/house_segmentations/<scan>.house): the
+    # metrics' distances between panorama centres, as VALAN; "": the connectivity poses
+    c.data.house_dir = ""
+    # multitask (Ku et al. 2020, Table 6): a second rxr TFDS config trained on beside this one
+    # ("r2r"), its manual files, the share of training examples drawn from it (-1: in
+    # proportion to the datasets' sizes) and its splits reported as <config>/<split>
+    c.data.multitask = ""
+    c.data.multitask_dir = ""
+    c.data.multitask_share = -1.0
+    c.data.multitask_eval_splits = "val_unseen"
     c.data.feature_dim = 32        # synthetic features
     c.data.feature_noise = 0.3
     c.data.num_landmarks = 16
@@ -85,6 +109,7 @@ def get_config():
     # reports each
     c.eval.straight = "fixed"
     c.eval.per_annotator = False   # also report each annotator's paths separately
+    c.eval.human = False           # the followers' paths scored against the guides' (row H)
     c.eval.write_predictions = True   # predictions_<split>.json(l): leaderboard files
     c.eval.metric = "ndtw"         # early stopping / best parameters (RxR's primary metric)
     c.eval.mode = "max"            # min for pl / ne

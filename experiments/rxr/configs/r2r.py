@@ -1,4 +1,6 @@
-"""RCM agent on the real R2R data with angle features only (a language + structure agent).
+"""RCM agent on the real R2R data with angle features only (a language + structure agent:
+`model.name=language_only`; with view features, `--config.model.name=full
+--config.data.features=<file>`).
 
   python -m experiments.rxr.main --config=experiments/rxr/configs/r2r.py --workdir=/tmp/r2r \
       --config.data.manual_dir=../shared/data/r2r \
@@ -13,6 +15,7 @@ from experiments.rxr.configs import default
 
 def get_config():
     c = default.get_config()
+    c.model.name = "language_only"
     c.data.tfds_config = "r2r"
     c.data.features = ""
     c.data.max_tokens = 80

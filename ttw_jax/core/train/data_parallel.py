@@ -91,17 +91,21 @@ def shard_global(tree, sharding: NamedSharding):
     return jax.tree_util.tree_map(put, tree)
 
 
-def episode_sampler(arrays: dict, batch_size: int, mesh: Mesh):
+def episode_sampler(arrays: dict, batch_size: int, mesh: Mesh, index=None):
     """sample(key) -> {name: array[idx]} for `batch_size` episodes drawn uniformly with replacement
-    from `arrays` (host arrays with a common leading axis, copied to every device once); the batch
-    comes back sharded along the 'data' axis."""
+    from `arrays` (host arrays with a common leading axis, copied to every device once), or, with
+    `index` [M] (row numbers, repeats allowed), from the rows `index` lists (a mixture: a row
+    listed twice is drawn twice as often); the batch comes back sharded along the 'data' axis."""
     @jax.jit
-    def sample(key, device_arrays):
-        n = next(iter(device_arrays.values())).shape[0]
+    def sample(key, device_arrays, index):
+        n = next(iter(device_arrays.values())).shape[0] if index is None else index.shape[0]
         idx = jax.random.randint(key, (batch_size,), 0, n)
+        if index is not None:
+            idx = index[idx]
         return {k: v[idx] for k, v in device_arrays.items()}
     device_arrays = replicate(arrays, mesh)
-    return lambda key: jax.lax.with_sharding_constraint(sample(key, device_arrays),
+    device_index = None if index is None else replicate(np.asarray(index, np.int32), mesh)
+    return lambda key: jax.lax.with_sharding_constraint(sample(key, device_arrays, device_index),
                                                        batch_sharded(mesh))
 
 

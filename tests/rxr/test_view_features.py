@@ -1,0 +1,222 @@
+"""View-feature files as the VLN codebases ship them (`ttw_jax.rxr.view_features`): the
+Matterport3DSimulator TSV and the per-viewpoint HDF5 written from arrays load equal to them in the
+simulator's view order, through a cache that is reused and never stale; every kind of bad input
+gets an error naming the file, the line (or dataset) and the field."""
+import base64
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+from ttw_jax.core.pano_graph import NodeTable
+from ttw_jax.rxr import view_features as vf
+from ttw_jax.rxr.views import VIEW_ELEVATIONS, VIEW_HEADINGS
+
+IDS = ["scanA/a0", "scanA/a1", "scanA/a2", "scanB/b0", "scanB/b1"]
+D = 8
+
+
+def features(n=len(IDS), d=D, seed=0):
+    """[n, 36, d]: feature 0 of view v is v (the view order is visible), the rest random."""
+    f = np.random.default_rng(seed).normal(size=(n, 36, d)).astype(np.float32)
+    f[:, :, 0] = np.arange(36)
+    return f
+
+
+def nodes(ids=IDS):
+    return NodeTable.from_ids(list(ids))
+
+
+def test_the_view_order_is_the_simulators():
+    # precompute_img_features.py: view 0 at heading 0, elevation -30; each view turns right
+    # 30 degrees; every 12th view also looks up 30 degrees
+    for v in range(36):
+        assert VIEW_HEADINGS[v] == pytest.approx(math.radians(30 * (v % 12)))
+        assert VIEW_ELEVATIONS[v] == pytest.approx(math.radians(30 * (v // 12) - 30))
+
+
+@pytest.mark.parametrize("fmt", ["tsv", "hdf5", "npz"])
+def test_files_written_from_arrays_load_equal_to_them(tmp_path, fmt):
+    f = features()
+    path = str(tmp_path / f"feats.{fmt}")
+    if fmt == "tsv":
+        vf.write_tsv(path, IDS, f)
+        raw = open(path, "rb").read()
+        assert raw.count(b"\r\n") == len(IDS) and raw.count(b"\t") == 5 * len(IDS)
+        first = raw.split(b"\r\n")[0].split(b"\t")
+        assert first[:5] == [b"scanA", b"a0", b"640", b"480", b"60"]
+        np.testing.assert_array_equal(
+            np.frombuffer(base64.b64decode(first[5]), "<f4").reshape(36, D), f[0])
+    elif fmt == "hdf5":
+        vf.write_hdf5(path, IDS, f)
+    else:
+        np.savez(path, ids=np.asarray([i.replace("/", "_") for i in IDS]), features=f)
+    # the graph's node order differs from the file's, and holds a subset of it
+    graph_ids = ["scanB/b1", "scanA/a2", "scanA/a0", "scanB/b0", "scanA/a1"]
+    table = vf.feature_table(path, nodes(graph_ids), str(tmp_path / "cache"))
+    want = f[[IDS.index(i) for i in graph_ids]]
+    assert table.dtype == np.float32 and table.shape == (5, 36, D)
+    tol = 0 if fmt == "npz" else 2e-3      # the cache stores float16
+    np.testing.assert_allclose(table, want, rtol=tol, atol=tol)
+    np.testing.assert_array_equal(table[:, :, 0], np.tile(np.arange(36), (5, 1)))
+
+
+def test_the_cache_is_reused_and_never_stale(tmp_path, monkeypatch):
+    path, cache = str(tmp_path / "f.tsv"), str(tmp_path / "cache")
+    vf.write_tsv(path, IDS, features(seed=1))
+    first = vf.feature_table(path, nodes(), cache)
+    folder = vf.cache_folder(path, cache)
+    assert sorted(os.listdir(folder)) == ["features.f16", "ids.json", "meta.json"]
+    assert os.path.getsize(os.path.join(folder, "features.f16")) == len(IDS) * 36 * D * 2
+    decoded = []
+    real = vf.tsv_rows
+    monkeypatch.setattr(vf, "tsv_rows", lambda *a, **k: decoded.append(1) or real(*a, **k))
+    np.testing.assert_array_equal(vf.feature_table(path, nodes(), cache), first)
+    assert decoded == []                                   # a restart decodes nothing
+    vf.write_tsv(path, IDS, features(seed=2))              # new content, same size
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+    again = vf.feature_table(path, nodes(), cache)
+    assert decoded == [1]
+    np.testing.assert_allclose(again, features(seed=2), atol=2e-3)
+    assert not np.allclose(again, first, atol=2e-3)
+
+
+def test_a_header_row_and_bare_newlines_are_accepted(tmp_path):
+    path = str(tmp_path / "f.tsv")
+    rows = [vf.encode_tsv_row(*i.split("/"), f).replace("\r\n", "\n")
+            for i, f in zip(IDS, features())]
+    open(path, "w").write("\t".join(vf.TSV_FIELDS) + "\n" + "".join(rows) + "\n")
+    np.testing.assert_allclose(vf.feature_table(path, nodes(), str(tmp_path / "c")),
+                               features(), atol=2e-3)
+
+
+def write_rows(path, rows):
+    open(path, "w", newline="").write("".join(rows))
+
+
+def rows_of(f=None, ids=IDS):
+    f = features() if f is None else f
+    return [vf.encode_tsv_row(*i.split("/"), x) for i, x in zip(ids, f)]
+
+
+def error(tmp_path, rows, graph=IDS, name="f.tsv"):
+    path = str(tmp_path / name)
+    write_rows(path, rows)
+    with pytest.raises(vf.ViewFeatureError) as e:
+        vf.feature_table(path, nodes(graph), str(tmp_path / "cache"))
+    cache = tmp_path / "cache"
+    assert not [d for d in os.listdir(cache) if ".tmp." in d]   # a failed conversion: no remains
+    return str(e.value), path
+
+
+def test_bad_tsv_rows_are_named_by_file_line_and_field(tmp_path):
+    rows = rows_of()
+    # a truncated file: the last row's base64 cut short
+    head = rows[4].rsplit("\t", 1)[0] + "\t"
+    blob = rows[4][len(head):]
+    msg, path = error(tmp_path, rows[:4] + [head + blob[:402] + "\r\n"])
+    assert msg.startswith(f"{path}:5: field 'features': not base64")
+    msg, path = error(tmp_path, rows[:4] + [head + blob[:400] + "\r\n"])
+    assert msg.startswith(f"{path}:5: field 'features': 300 bytes, not float32 [36, D] (a "
+                          "multiple of 144; a truncated row?)")
+    # a row with another feature size
+    other = vf.encode_tsv_row("scanA", "a2", features(1, 2 * D)[0])
+    msg, path = error(tmp_path, rows[:2] + [other] + rows[3:])
+    assert msg.startswith(f"{path}:3: field 'features': [36, 16], but the rows before it are "
+                          f"[36, {D}]")
+    # 35 views of 8 features: not float32 [36, D]
+    short = "\t".join(["scanA", "a2", "640", "480", "60", base64.b64encode(
+        np.zeros((35, 8), "<f4").tobytes()).decode()]) + "\r\n"
+    msg, path = error(tmp_path, rows[:2] + [short] + rows[3:])
+    assert msg.startswith(f"{path}:3: field 'features': 1120 bytes, not float32 [36, D]")
+    # a missing field, a non-numeric vfov
+    msg, path = error(tmp_path, [rows[0], "scanA\ta1\t640\t480\t60\n"] + rows[2:])
+    assert msg.startswith(f"{path}:2: 5 tab-separated fields, expected 6")
+    msg, path = error(tmp_path, [rows[0].replace("\t60\t", "\tsixty\t")] + rows[1:])
+    assert msg.startswith(f"{path}:1: field 'vfov' is b'sixty', not a number")
+    # a duplicate row
+    msg, path = error(tmp_path, rows + [rows[1]])
+    assert msg == (f"{path}:6: fields 'scanId', 'viewpointId': viewpoint scanA/a1 is listed "
+                   f"twice (first at {path}:2)")
+    # non-finite features
+    bad = features()
+    bad[3, 7, 2] = np.nan
+    msg, path = error(tmp_path, rows_of(bad))
+    assert msg.startswith(f"{path}:4: field 'features': non-finite values (view 7)")
+
+
+def test_viewpoints_missing_from_either_side_are_errors(tmp_path):
+    # a row of a loaded scan whose viewpoint is not in its graph
+    msg, path = error(tmp_path, rows_of(), graph=[i for i in IDS if i != "scanA/a1"])
+    assert msg == (f"{path}:2: field 'viewpointId': a1 is not a viewpoint of scan scanA's "
+                   "connectivity graph (included viewpoints)")
+    # rows of scans the graph does not hold are skipped; graph viewpoints without rows counted
+    path = str(tmp_path / "g.tsv")
+    write_rows(path, rows_of()[:3])
+    table = vf.feature_table(path, nodes(IDS[:3]), str(tmp_path / "cache"))
+    assert table.shape == (3, 36, D)
+    with pytest.raises(vf.ViewFeatureError, match=r"g.tsv: 2 of the 5 viewpoints of the loaded "
+                                                  r"scans have no features, e.g. \['scanB/b0'"):
+        vf.feature_table(path, nodes(), str(tmp_path / "cache"))
+
+
+def test_bad_hdf5_and_npz_files_are_named(tmp_path):
+    import h5py
+    path = str(tmp_path / "f.h5")
+    with h5py.File(path, "w") as f:
+        f["scanA_a0"] = np.zeros((36, 4), np.float32)
+        f["scanA_a1"] = np.zeros((12, 4), np.float32)
+    with pytest.raises(vf.ViewFeatureError, match=r"f.h5: dataset 'scanA_a1': float32 \(12, 4\), "
+                                                  r"expected numbers \[36, D\]"):
+        vf.feature_table(path, nodes(IDS[:2]), str(tmp_path / "c"))
+    with h5py.File(path, "w") as f:
+        f["scanAa0"] = np.zeros((36, 4), np.float32)
+    with pytest.raises(vf.ViewFeatureError, match="dataset 'scanAa0': the name is not "
+                                                  "'<scan>_<viewpoint>'"):
+        vf.feature_table(path, nodes(IDS[:1]), str(tmp_path / "c2"))
+    open(path, "wb").write(b"not hdf5")
+    with pytest.raises(vf.ViewFeatureError, match="not a readable HDF5 file"):
+        vf.feature_table(path, nodes(IDS[:1]), str(tmp_path / "c3"))
+    npz = str(tmp_path / "f.npz")
+    np.savez(npz, ids=np.asarray(["scanA/a0", "scanA/a0"]), features=np.zeros((2, 36, 4)))
+    with pytest.raises(vf.ViewFeatureError, match=r"array 'ids': viewpoint scanA/a0 at rows 0 and 1"):
+        vf.feature_table(npz, nodes(IDS[:1]), str(tmp_path / "c"))
+    np.savez(npz, ids=np.asarray(["scanA/a0"]), features=np.zeros((1, 12, 4)))
+    with pytest.raises(vf.ViewFeatureError, match=r"array 'features' is float64 \(1, 12, 4\)"):
+        vf.feature_table(npz, nodes(IDS[:1]), str(tmp_path / "c"))
+
+
+def test_unknown_suffixes_and_missing_files_name_the_accepted_formats(tmp_path):
+    with pytest.raises(ValueError, match=r"unknown view-feature file type '.csv'; accepted: "
+                                         r".h5, .hdf5, .npz, .tsv"):
+        vf.file_format("x/feats.csv")
+    with pytest.raises(FileNotFoundError, match="view-feature file missing: .*nope.tsv .*"
+                                                "Matterport3DSimulator TSV"):
+        vf.feature_table(str(tmp_path / "nope.tsv"), nodes(), str(tmp_path / "c"))
+
+
+def test_meta_records_where_each_row_comes_from(tmp_path):
+    path = str(tmp_path / "f.tsv")
+    open(path, "w", newline="").write("\r\n".join([""] + [r.rstrip("\r\n") for r in rows_of()]))
+    folder = vf.convert(path, str(tmp_path / "cache"), progress=False)
+    meta = json.load(open(os.path.join(folder, "meta.json")))
+    assert meta["where"] == [2, 3, 4, 5, 6] and meta["shape"] == [5, 36, D]
+    assert json.load(open(os.path.join(folder, "ids.json"))) == IDS
+
+
+def test_the_bfloat16_device_table_decodes_to_bfloat16_values():
+    import jax.numpy as jnp
+    import ml_dtypes
+    from ttw_jax.rxr import views
+    f = features(seed=3)
+    bits = views.device_table(f, "bfloat16")
+    assert bits.dtype == np.uint16 and bits.nbytes == f.nbytes // 2
+    got = np.asarray(views.gather_views(jnp.asarray(bits), jnp.asarray([4, 1])))
+    np.testing.assert_array_equal(got, f[[4, 1]].astype(ml_dtypes.bfloat16).astype(np.float32))
+    np.testing.assert_array_equal(
+        np.asarray(views.gather_views(jnp.asarray(views.device_table(f)), 2)), f[2])
+    with pytest.raises(ValueError, match="must be one of"):
+        views.device_table(f, "float16")
