@@ -28,7 +28,7 @@ from ttw_jax.core import paths
 from ttw_jax.core.train.checkpoint import restore_best_params
 from ttw_jax.core.train.run import EVAL, Run, make_optimizer
 from ttw_jax.core.train.workdir import flatten
-from ttw_jax.core.vocab import Vocabulary
+from ttw_jax.core.vocab import Vocabulary, token_limit
 from ttw_jax.touchdown import (env as td, episodes as nav_episodes, evaluation as nav_eval,
                                full_task)
 from ttw_jax.touchdown.dataset import prepare
@@ -135,14 +135,16 @@ def resolve(config, sdr_cfg, sdr_dir: str, views: dict, keep: Sequence[int]):
     views `keep`, best step)."""
     vocab = Vocabulary.load(paths.resolve(sdr_dir) / "vocab.json")
     model = sdr_train.build_model(sdr_cfg, len(vocab))
-    tokens, token_len = vocab.encode(views["text"], sdr_cfg.data.max_tokens,
-                                     "descriptions (sdr.data.max_tokens)")
+    truncate = "warn" if sdr_cfg.data.tfds_config.startswith("synthetic") else "error"
+    tokens, token_len = vocab.encode(views["text"], token_limit(sdr_cfg.data.max_tokens,
+                                                                views["text"]),
+                                     "descriptions (sdr.data.max_tokens)", truncate)
     split = {**views, "tokens": tokens, "token_len": token_len}
     template = model.init(jax.random.key(0), tokens[:2], token_len[:2],
                           views["features"][:2].astype(np.float32))
     params, best_step = restore(sdr_dir, model, template, sdr_train.optimizer_config(sdr_cfg),
                                 sdr_cfg.num_steps)
-    _, maps, dists = sdr_evaluate(make_predictor(model), params, split,
+    _, maps, dists, _ = sdr_evaluate(make_predictor(model), params, split,
                                   config.eval.sdr_batch_size, keep=keep)
     return dists, maps, best_step
 
@@ -199,11 +201,11 @@ def format_results(r: dict) -> str:
              f"views): {r['agent']} (best step {r['nav_best_step']}) then {r['sdr_model']} "
              f"(best step {r['sdr_best_step']})",
              f"navigation: TC {nav['tc']:.4f}  SPD {nav['spd']:.2f}  SED {nav['sed']:.4f}",
-             f"{'':22s} {'acc@40':>7s} {'acc@80':>7s} {'acc@120':>7s} {'found':>7s} "
+             f"{'':22s} {'acc_40':>7s} {'acc_80':>7s} {'acc_120':>7s} {'found':>7s} "
              f"{'dist px':>8s}"]
     for name, key in (("full task", "full_task"), ("gold navigation", "gold_navigation")):
         m = r[key]
-        lines.append(f"{name:22s} {m['acc@40']:7.4f} {m['acc@80']:7.4f} {m['acc@120']:7.4f} "
+        lines.append(f"{name:22s} {m['acc_40']:7.4f} {m['acc_80']:7.4f} {m['acc_120']:7.4f} "
                      f"{m['found']:7.4f} " +
                      (f"{m['distance']:8.1f}" if m["distance"] is not None else f"{'-':>8s}"))
     return "\n".join(lines)

@@ -22,18 +22,19 @@ from ttw_jax.core.env import PolicyFactory, replay_policy
 from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.core.train.run import (EVAL, INIT, Run, check_eval, evaluate_best, make_optimizer,
                                     mean_over_seeds, seed_keys, splits)
-from ttw_jax.core.vocab import Vocabulary
+from ttw_jax.core.vocab import Vocabulary, token_limit
 from ttw_jax.touchdown import (env as td, episodes as nav_episodes, evaluation as nav_eval,
                                features as pano_features)
 from ttw_jax.touchdown.agents import (ABLATIONS, IMAGE_ENCODERS, Navigator, navigator_policy,
                                      official_cnn_min_size)
 from ttw_jax.touchdown.dataset import load_touchdown_split_records, locator
 from ttw_jax.touchdown.losses import imitation_loss
+from ttw_jax.touchdown import figures as nav_figures, predictions as nav_predictions
 from ttw_jax.touchdown.reference import TouchdownReference
 
 BATCH_KEYS = ("start_pano", "start_heading", "tokens", "token_len", "gold", "gold_len")
 RESUMABLE_CHANGES = ("patience", "eval.batch_size", "eval.baselines", "eval.baseline_seeds",
-                     "data.eval_splits", "data.tfds_dir", "data.manual_dir", "data.graph_dir",
+                     "eval.write_predictions", "eval.num_figures", "data.eval_splits", "data.tfds_dir", "data.manual_dir", "data.graph_dir",
                      "data.features")
 MODELS = ("ga", "rconcat")
 METRICS = ("tc", "spd", "sed")
@@ -51,10 +52,13 @@ def load_data(config: ml_collections.ConfigDict, workdir: str, wanted: Sequence[
     vocab = Vocabulary.load_or_build(paths.resolve(workdir) / "vocab.json", texts,
                                      save=jax.process_index() == 0)
     reference = TouchdownReference(links)
+    max_tokens = token_limit(d.max_tokens, (r["navigation_text"] for s in set(wanted)
+                                            for r in records[s]))
     episodes = {s: nav_episodes.episodes(
-        records[s], nodes, reference, vocab, d.max_tokens, d.max_route,
+        records[s], nodes, reference, vocab, max_tokens, d.max_route,
         max(config.train_horizon, config.eval.horizon),
-        locate=locator(d.tfds_config, s, d.manual_dir or None))
+        locate=locator(d.tfds_config, s, d.manual_dir or None),
+        truncate=truncation(config))
         for s in set(wanted)}
     official = config.model.image_encoder == "official"
     if d.features:
@@ -71,6 +75,15 @@ def load_data(config: ml_collections.ConfigDict, workdir: str, wanted: Sequence[
     check_features(config, features.shape, d.features or "synthetic features")
     return dict(graph=graph, nodes=nodes, links=links, records=records, vocab=vocab,
                 episodes=episodes, features=features, convention=convention)
+
+
+def truncation(config: ml_collections.ConfigDict) -> str:
+    """How an instruction longer than `data.max_tokens` is treated (`Vocabulary.encode`):
+    nothing reads the text in `baselines` mode ("ignore"); the release's instructions are never
+    cut ("error", naming the longest); synthetic ones are cut with a warning."""
+    if config.mode == "baselines":
+        return "ignore"
+    return "warn" if config.data.tfds_config.startswith("synthetic") else "error"
 
 
 def check_features(config: ml_collections.ConfigDict, shape: tuple, where: str) -> None:
@@ -188,12 +201,38 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                "last_step": meta["step"], "agent": config.model.name}
     baselines = baseline_rollouts(config)
     for split in splits(d.eval_splits):
-        results[split] = {config.model.name: evaluate_best(meta, split, d.dev_split,
-                                                           lambda: evaluate(best_params, split)),
+        if config.eval.write_predictions or (split == "test" and config.eval.num_figures):
+            ev = nav_eval.evaluate(rollout, sim, (best_params, features, sim.graph.yaw),
+                                   data["episodes"][split], hops[split], run.key(EVAL),
+                                   config.eval.batch_size)
+            agent = {k: ev[k] for k in METRICS}
+            write_outputs(config, run, data, split, ev["episodes"], agent)
+        else:
+            agent = evaluate_best(meta, split, d.dev_split, lambda: evaluate(best_params, split))
+        results[split] = {config.model.name: agent,
                           "episodes": len(data["episodes"][split]["goal"]),
                           **evaluate_baselines(config, baselines, sim, data, split, hops[split],
                                                run.key(EVAL))}
     return run.finish(results, format_results(results))
+
+
+def write_outputs(config, run: Run, data: dict, split: str, per_episode: dict,
+                  agent: dict) -> None:
+    """Process 0 writes `predictions_<split>.jsonl` (each route's visited panoramas, scored back
+    by `ttw_jax.touchdown.predictions`) and, for the test split, `trajectories.png`; the file
+    name goes into `agent`."""
+    if jax.process_index() != 0:
+        return
+    eps = data["episodes"][split]
+    if config.eval.write_predictions:
+        agent["predictions"] = f"predictions_{split}.jsonl"
+        nav_predictions.write_predictions(
+            run.workdir / agent["predictions"],
+            nav_predictions.prediction_rows(eps["route_id"], per_episode["path"], data["nodes"]))
+    if split == "test" and config.eval.num_figures:
+        nav_figures.plot_routes(data["graph"], eps, per_episode["path"], per_episode["tc"],
+                                run.workdir / "trajectories.png", config.eval.num_figures,
+                                title=f"{config.model.name}, {split}")
 
 
 def run_baselines(config: ml_collections.ConfigDict, run: Run) -> dict:

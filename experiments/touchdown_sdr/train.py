@@ -22,17 +22,18 @@ from ttw_jax.core.stream import BatchStream
 from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.core.train.run import (INIT, STEPS, Run, check_eval, evaluate_best, make_optimizer,
                                     mean_over_seeds)
-from ttw_jax.core.vocab import Vocabulary
+from ttw_jax.core.vocab import Vocabulary, token_limit
 from ttw_jax.touchdown import records as td_records
 from ttw_jax.touchdown.dataset import prepare
-from ttw_jax.touchdown.sdr import figures, metrics as sdr_metrics, stream as stream_sdr
+from ttw_jax.touchdown.sdr import (figures, metrics as sdr_metrics, predictions as sdr_predictions,
+                                   stream as stream_sdr)
 from ttw_jax.touchdown.sdr.evaluation import baseline_metrics, evaluate, make_predictor
 from ttw_jax.touchdown.sdr.losses import gaussian_target, make_loss
 from ttw_jax.touchdown.sdr.models import SDR_MODELS, build_sdr_model
 
 RESUMABLE_CHANGES = ("patience", "eval.batch_size", "eval.baselines", "eval.baseline_seeds",
                      "data.eval_splits", "data.tfds_dir", "data.manual_dir", "write_plots",
-                     "num_heatmaps")
+                     "num_heatmaps", "eval.write_predictions")
 METRICS = sdr_metrics.NAMES
 MODES = ("train", "baselines")
 # The official training set's mean Touchdown location (x, y), the official Average baseline's
@@ -111,12 +112,16 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
     vocab = Vocabulary.load_or_build(paths.resolve(workdir) / "vocab.json", splits["train"]["text"],
                                      save=jax.process_index() == 0)
     out = {}
+    max_tokens = token_limit(d.max_tokens, (t for s in splits.values() for t in s["text"]))
+    # the release's descriptions are never cut (an error names the longest); synthetic ones warn
+    truncate = "warn" if d.tfds_config.startswith("synthetic") and not d.stream else "error"
     for name, s in splits.items():
-        tokens, token_len = vocab.encode(s["text"], d.max_tokens,
-                                             f"{name} descriptions (data.max_tokens)")
+        tokens, token_len = vocab.encode(s["text"], max_tokens,
+                                         f"{name} descriptions (data.max_tokens)", truncate)
         out[name] = dict(features=s["features"], center=np.asarray(s["center"], np.float32),
                          tokens=tokens, token_len=token_len, route_id=np.asarray(s["route_id"]),
-                         text=list(s["text"]))
+                         text=list(s["text"]),
+                         **{k: np.asarray(s[k]) for k in ("which", "panoid") if k in s})
     return dict(splits=out, vocab=vocab)
 
 
@@ -226,8 +231,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         if split == "tune":   # fit's evaluation at the best step: the same numbers
             metrics = evaluate_best(meta, split, "tune", lambda: tune_metrics(best_params))
         else:
-            metrics, probs, dists = evaluate(predict, best_params, splits[split],
-                                             config.eval.batch_size, keep=drawn)
+            metrics, probs, dists, pixels = evaluate(predict, best_params, splits[split],
+                                                     config.eval.batch_size, keep=drawn)
+            if config.eval.write_predictions and jax.process_index() == 0:
+                metrics["predictions"] = f"predictions_{split}.jsonl"
+                sdr_predictions.write_predictions(
+                    run.workdir / metrics["predictions"],
+                    sdr_predictions.prediction_rows(splits[split], pixels))
         results[split] = {config.model.name: metrics, "examples": len(splits[split]["center"])}
         for name in [b for b in config.eval.baselines.split(",") if b]:
             results[split][name] = baseline_metrics(name, splits[split], train, config.seed)

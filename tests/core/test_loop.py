@@ -248,3 +248,15 @@ def test_sigterm_to_a_real_process_checkpoints_and_a_rerun_finishes_the_same(tmp
     resumed = run_script(tmp_path / "a", "fast").communicate(timeout=120)[0].split()
     fresh = run_script(tmp_path / "b", "fast").communicate(timeout=120)[0].split()
     assert resumed[:2] == ["done", "30"] and resumed == fresh
+
+
+def test_metric_names_are_tensorboard_tags(tmp_path):
+    from ttw_jax.core.train.logging import MetricWriter, check_names
+    from ttw_jax.touchdown import full_task
+    from ttw_jax.touchdown.sdr import metrics as sdr_metrics
+    check_names({n: 0.0 for n in (*sdr_metrics.NAMES, *full_task.NAMES, "dev/acc_80", "a.b-c")})
+    writer = MetricWriter(tmp_path)
+    with pytest.raises(ValueError, match=r"metric names \['dev/acc@40'\] are not TensorBoard tags"):
+        writer.write(1, {"dev/acc@40": 0.5, "loss": 1.0})
+    writer.close()
+    assert not (tmp_path / "metrics.jsonl").exists()      # nothing half-written

@@ -25,16 +25,16 @@ def test_an_episode_finds_touchdown_only_where_it_is_visible_and_within_the_thre
     np.testing.assert_array_equal(d, [30.0, np.inf, 100.0, 79.99])
     m = full_task.full_task_metrics(d)
     # within 40: episode 0; within 80: 0 and 3 (79.99 < 80); within 120: 0, 2, 3
-    assert m["acc@40"] == 0.25 and m["acc@80"] == 0.5 and m["acc@120"] == 0.75
+    assert m["acc_40"] == 0.25 and m["acc_80"] == 0.5 and m["acc_120"] == 0.75
     assert m["found"] == 0.75
     assert m["distance"] == pytest.approx((30 + 100 + 79.99) / 3)
 
 
 def test_strictly_below_the_threshold_and_no_view_anywhere():
     m = full_task.full_task_metrics(np.array([80.0, 40.0]))
-    assert m["acc@80"] == 0.5 and m["acc@40"] == 0.0 and m["acc@120"] == 1.0
+    assert m["acc_80"] == 0.5 and m["acc_40"] == 0.0 and m["acc_120"] == 1.0
     none = full_task.full_task_metrics(np.array([np.inf, np.inf]))
-    assert none["found"] == 0.0 and none["acc@120"] == 0.0 and none["distance"] is None
+    assert none["found"] == 0.0 and none["acc_120"] == 0.0 and none["distance"] is None
 
 
 def test_synthetic_scenes_sit_at_the_routes_end_and_its_neighbours():
@@ -110,7 +110,7 @@ def test_pipeline_trains_both_stages_then_reuses_them(tfds_dir, tmp_path):
     assert ft["found"] <= res["navigation"]["tc"] + 1e-9
     assert gold["found"] == 1.0   # every route has its main view at its goal
     for m in (ft, gold):
-        assert 0 <= m["acc@40"] <= m["acc@80"] <= m["acc@120"] <= m["found"]
+        assert 0 <= m["acc_40"] <= m["acc_80"] <= m["acc_120"] <= m["found"]
     assert res["episodes"] == nav["test"]["episodes"] == 200
     assert os.path.exists(os.path.join(workdir, "full_task.png")) == (ft["found"] > 0)
 

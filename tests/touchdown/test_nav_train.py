@@ -16,6 +16,24 @@ class TestTrainer(TrainerContract):
             m = res["test"][agent]
             assert 0 <= m["sed"] <= m["tc"] <= 1 and m["spd"] >= 0
 
+    def test_prediction_files_score_back_to_the_reported_metrics(self, trained):
+        import os
+        import pytest
+        from ttw_jax.touchdown import predictions
+        workdir, res = trained(self.name)
+        c = NAV.config(res["config"]["data"]["tfds_dir"])
+        data = NAV.train.load_data(c, workdir, ["train", "test"])
+        agent = res["test"]["ga"]
+        preds = predictions.read_predictions(os.path.join(workdir, agent["predictions"]))
+        eps = data["episodes"]["test"]
+        assert sorted(preds) == sorted(eps["route_id"].tolist())
+        first = preds[int(eps["route_id"][0])]
+        assert first[0] == data["nodes"].ids[eps["start_pano"][0]]
+        assert all(a != b for a, b in zip(first, first[1:]))     # turns in place dropped
+        scored = predictions.score_predictions(preds, eps, data["graph"], data["nodes"])
+        for k in ("tc", "spd", "sed"):
+            assert scored[k] == pytest.approx(agent[k], abs=1e-6), k
+
     def test_trained_agent_beats_random_on_held_out_routes(self, tfds_dir, tmp_path):
         # The contract's config trained longer: after the contract's run (this class runs on one
         # worker, in order) its programs come from the compilation cache. RConcat learns through

@@ -30,15 +30,15 @@ def test_chunked_evaluation_on_a_worked_example():
     # Gold pixels (0, 1), (1, 3), (0, 2): errors 0, sqrt(1 + 4) = 2.236 and 1 feature pixel,
     # i.e. 0, 178.9 and 80 px. 80 px is not within 80 (the official d < t). Chunks of 2 pad the
     # last chunk with example 0, which must not be counted.
-    metrics, probs, dists = evaluate(always_row0_col1, None, split(), batch_size=2, keep=[2, 1])
-    assert metrics["acc@40"] == pytest.approx(1 / 3)
-    assert metrics["acc@80"] == pytest.approx(1 / 3)
-    assert metrics["acc@120"] == pytest.approx(2 / 3)
+    metrics, probs, dists, pixels = evaluate(always_row0_col1, None, split(), batch_size=2, keep=[2, 1])
+    assert metrics["acc_40"] == pytest.approx(1 / 3)
+    assert metrics["acc_80"] == pytest.approx(1 / 3)
+    assert metrics["acc_120"] == pytest.approx(2 / 3)
     assert metrics["distance"] == pytest.approx((0 + 80 * 5 ** 0.5 + 80) / 3, rel=1e-5)
     # Description "a" (example 0) is right at every threshold; "b" (examples 1, 2) never is:
     # example 1 is 178.9 px off.
-    assert metrics["consistency@40"] == metrics["consistency@80"] == pytest.approx(0.5)
-    assert metrics["consistency@120"] == pytest.approx(0.5)
+    assert metrics["consistency_40"] == metrics["consistency_80"] == pytest.approx(0.5)
+    assert metrics["consistency_120"] == pytest.approx(0.5)
     np.testing.assert_allclose(dists, [0, 80 * 5 ** 0.5, 80], rtol=1e-5)
     assert probs.shape == (2, H, W) and np.allclose(probs.sum((1, 2)), 1.0, atol=1e-5)
     assert np.argmax(probs[0]) == np.argmax(probs[1]) == 1
@@ -46,9 +46,9 @@ def test_chunked_evaluation_on_a_worked_example():
 
 def test_consistency_groups_by_description_text():
     # Examples 0 and 2 share a text: 0 px and 80 px off -> the text is consistent at 120 only.
-    metrics, _, _ = evaluate(always_row0_col1, None, split(route_id=(0, 1, 2), text="aba"),
+    metrics, _, _, _ = evaluate(always_row0_col1, None, split(route_id=(0, 1, 2), text="aba"),
                              batch_size=3)
-    assert metrics["consistency@80"] == 0.0 and metrics["consistency@120"] == pytest.approx(0.5)
+    assert metrics["consistency_80"] == 0.0 and metrics["consistency_120"] == pytest.approx(0.5)
     assert groups_of({"route_id": np.arange(2)}).tolist() == [0, 1]     # no texts: route ids
 
 
@@ -67,8 +67,8 @@ def test_baselines_on_a_worked_example():
             "route_id": np.array([0, 1])}
     m = baseline_metrics("center", gold, gold, 0)
     assert m["distance"] == pytest.approx(85.0)
-    assert (m["acc@40"], m["acc@80"], m["acc@120"]) == (0.0, 0.5, 0.5)
-    assert (m["consistency@40"], m["consistency@80"], m["consistency@120"]) == (0.0, 0.5, 0.5)
+    assert (m["acc_40"], m["acc_80"], m["acc_120"]) == (0.0, 0.5, 0.5)
+    assert (m["consistency_40"], m["consistency_80"], m["consistency_120"]) == (0.0, 0.5, 0.5)
 
 
 def test_unknown_baseline_is_rejected():

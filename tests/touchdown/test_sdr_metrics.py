@@ -17,10 +17,10 @@ def test_distances_thresholds_and_consistency_by_hand():
     np.testing.assert_allclose(d, [0.0, 40.0, 40.0, 80.0, 8 * np.sqrt(81 + 144)], rtol=1e-5)
     # Descriptions: A = examples 0, 1; B = 2, 3; C = 4. Correct means strictly within.
     m = sdr.sdr_metrics_np(d, np.asarray(["A", "A", "B", "B", "C"]))
-    assert (m["acc@40"], m["acc@80"], m["acc@120"]) == (0.2, 0.6, 0.8)
-    assert m["consistency@40"] == 0.0                    # A's second view is 40 px off
-    assert m["consistency@80"] == pytest.approx(1 / 3)   # A; B's second view is 80 px off
-    assert m["consistency@120"] == pytest.approx(2 / 3)  # A, B; C is 120 px off
+    assert (m["acc_40"], m["acc_80"], m["acc_120"]) == (0.2, 0.6, 0.8)
+    assert m["consistency_40"] == 0.0                    # A's second view is 40 px off
+    assert m["consistency_80"] == pytest.approx(1 / 3)   # A; B's second view is 80 px off
+    assert m["consistency_120"] == pytest.approx(2 / 3)  # A, B; C is 120 px off
     assert m["distance"] == pytest.approx((0 + 40 + 40 + 80 + 120) / 5)
     assert set(m) == set(sdr.NAMES)
 

@@ -20,12 +20,26 @@ class TestTrainer(TrainerContract):
         workdir, res = trained(self.name)
         for name in ("lingunet", "random", "center", "average"):
             m = res["test"][name]
-            assert 0 <= m["acc@40"] <= m["acc@80"] <= m["acc@120"] <= 1
-            assert all(0 <= m[f"consistency@{t}"] <= m[f"acc@{t}"] <= 1 for t in (40, 80, 120))
+            assert 0 <= m["acc_40"] <= m["acc_80"] <= m["acc_120"] <= 1
+            assert all(0 <= m[f"consistency_{t}"] <= m[f"acc_{t}"] <= 1 for t in (40, 80, 120))
             assert m["distance"] > 0
         with open(os.path.join(workdir, "metrics.jsonl")) as f:
             losses = [json.loads(line)["train/loss"] for line in f]
         assert np.isfinite(losses).all()
+
+    def test_prediction_files_score_back_to_the_reported_metrics(self, trained):
+        from tests.experiments.trainers import TRAINERS
+        from ttw_jax.touchdown.sdr import predictions
+        workdir, res = trained(self.name)
+        data = train.load_data(TRAINERS[self.name].config(res["config"]["data"]["tfds_dir"]),
+                               workdir)
+        agent = res["test"]["lingunet"]
+        preds = predictions.read_predictions(os.path.join(workdir, agent["predictions"]))
+        test = data["splits"]["test"]
+        assert len(preds) == res["test"]["examples"] == len(test["center"])
+        scored = predictions.score_predictions(preds, test)
+        for k in (*(f"acc_{t}" for t in (40, 80, 120)), "consistency_80", "distance"):
+            assert scored[k] == pytest.approx(agent[k], abs=1e-6), k
 
 
 def test_tune_split_holds_out_whole_descriptions():
@@ -54,8 +68,8 @@ def test_baselines_mode_scores_the_real_views_without_features(tmp_path):
     d = np.hypot((golds[:, 0] - 0.5) * 3680, (golds[:, 1] - 0.5) * 800)
     assert len(d) == 2237
     assert dev["center"]["distance"] == pytest.approx(d.mean())
-    assert dev["center"]["acc@80"] == pytest.approx(np.mean(d < 80))
+    assert dev["center"]["acc_80"] == pytest.approx(np.mean(d < 80))
     assert dev["average"]["distance"] < dev["center"]["distance"] < dev["random"]["distance"]
-    assert "acc@80_std" in dev["random"] and "acc@80_std" not in dev["center"]
+    assert "acc_80_std" in dev["random"] and "acc_80_std" not in dev["center"]
     assert res["average_location"] == pytest.approx(train.OFFICIAL_TRAIN_MEAN)
     assert not (tmp_path / "checkpoints").exists()

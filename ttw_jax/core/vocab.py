@@ -32,11 +32,23 @@ class TruncationWarning(UserWarning):
     """Some inputs were longer than the configured maximum and were cut."""
 
 
+TRUNCATE_MODES = ("warn", "error", "ignore")
+
+
+def token_limit(max_tokens: int, texts: Iterable[str]) -> int:
+    """`max_tokens` when positive, else (0) the longest of `texts` in tokens (at least 1): a
+    limit sized from the data, which cuts none of them."""
+    if max_tokens > 0:
+        return max_tokens
+    return max([len(tokenize(t)) for t in texts] + [1])
+
+
 def report_truncation(lengths, max_len: int, what: str, unit: str, mode: str = "warn") -> int:
-    """Counts the `lengths` [E] above `max_len`; when there are any, warns (`mode` "warn") or
-    raises ValueError ("error") with the counts and the longest. Returns the count."""
-    if mode not in ("warn", "error"):
-        raise ValueError(f"truncate must be 'warn' or 'error', got {mode!r}")
+    """Counts the `lengths` [E] above `max_len`; when there are any, warns (`mode` "warn"),
+    raises ValueError ("error") with the counts and the longest, or stays silent ("ignore", for
+    text nothing reads). Returns the count."""
+    if mode not in TRUNCATE_MODES:
+        raise ValueError(f"truncate must be one of {TRUNCATE_MODES}, got {mode!r}")
     lengths = np.asarray(lengths)
     cut = int(np.sum(lengths > max_len))
     if cut:
@@ -44,8 +56,10 @@ def report_truncation(lengths, max_len: int, what: str, unit: str, mode: str = "
                    f"{int(lengths.max())}) and are cut to {max_len}; raise the limit to keep "
                    "them whole")
         if mode == "error":
-            raise ValueError(message)
-        warnings.warn(message, TruncationWarning, stacklevel=3)
+            raise ValueError(message.replace("and are cut to", "and would be cut to") +
+                             " (0 sizes it from the data): official text is never cut")
+        if mode == "warn":
+            warnings.warn(message, TruncationWarning, stacklevel=3)
     return cut
 
 
@@ -71,7 +85,7 @@ class Vocabulary:
                truncate: str = "warn") -> tuple[np.ndarray, np.ndarray]:
         """(ids [E, max_len] int32, lengths [E] int32). Texts longer than `max_len` tokens are
         cut, never silently: `truncate` "warn" (a `TruncationWarning` with the counts, naming
-        them `what`) or "error" (ValueError)."""
+        them `what`) or "error" (ValueError); "ignore" for text that nothing reads."""
         index = self.index
         ids = np.zeros((len(texts), max_len), np.int32)
         lengths = np.zeros(len(texts), np.int32)

@@ -17,14 +17,15 @@ from ttw_jax.touchdown.reference import STOP, TouchdownReference
 
 def episodes(records: Sequence[dict], nodes: NodeTable, reference: TouchdownReference,
              vocab: Vocabulary, max_tokens: int, max_route: int, horizon: int,
-             locate: Callable[[dict], str] | None = None) -> dict:
+             locate: Callable[[dict], str] | None = None, truncate: str = "warn") -> dict:
     """Padded arrays for navigation records (dicts with `route_panoids`, `start_heading`,
     `navigation_text`, `route_id`). An error about one record starts with `locate(record)` (its
     file and line, `ttw_jax.touchdown.dataset.record_location`) when given.
 
     Returns start_pano, start_heading, goal, route_len, gold_len, token_len, route_id: [E] int32;
     route [E, max_route] (-1 padded; a longer route raises ValueError); gold [E, horizon] actions (STOP padded; sequences longer than
-    the horizon are cut); tokens [E, max_tokens].
+    the horizon are cut); tokens [E, max_tokens] (a longer instruction: `truncate`, see
+    `Vocabulary.encode`).
     """
     e = len(records)
     route = np.full((e, max_route), -1, np.int32)
@@ -44,7 +45,7 @@ def episodes(records: Sequence[dict], nodes: NodeTable, reference: TouchdownRefe
         gold[i, :len(acts)] = acts
         gold_len[i] = len(acts)
     tokens, token_len = vocab.encode([r["navigation_text"] for r in records], max_tokens,
-                                     "navigation instructions (data.max_tokens)")
+                                     "navigation instructions (data.max_tokens)", truncate)
     goal = np.asarray([nodes.index[r["route_panoids"][-1]] for r in records], np.int32)
     return dict(start_pano=route[:, 0].copy(), start_heading=heading, goal=goal, route=route,
                 route_len=route_len, gold=gold, gold_len=gold_len, tokens=tokens,

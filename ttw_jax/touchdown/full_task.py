@@ -18,7 +18,7 @@ from ttw_jax.touchdown.graph import LinkRow
 from ttw_jax.touchdown.sdr.metrics import THRESHOLDS_PX
 from ttw_jax.touchdown.sdr.synthetic import iter_synthetic_sdr_examples
 
-NAMES = tuple(f"acc@{t}" for t in THRESHOLDS_PX) + ("found", "distance")
+NAMES = tuple(f"acc_{t}" for t in THRESHOLDS_PX) + ("found", "distance")
 
 
 def stop_views(final_panoid: Sequence[str], route_id: np.ndarray, view_route_id: np.ndarray,
@@ -41,12 +41,12 @@ def full_task_distances(view: np.ndarray, view_distance: np.ndarray) -> np.ndarr
 
 
 def full_task_metrics(distances: np.ndarray, thresholds=THRESHOLDS_PX) -> dict:
-    """`acc@{t}`: share of episodes that found Touchdown within t px (d < t); `found`: share
+    """`acc_{t}`: share of episodes that found Touchdown within t px (d < t); `found`: share
     that stopped where Touchdown is visible; `distance`: mean distance over those (None if
     none did: JSON has no NaN)."""
     distances = np.asarray(distances, np.float64)
     seen = np.isfinite(distances)
-    out = {f"acc@{t}": float(np.mean(distances < t)) if len(distances) else 0.0
+    out = {f"acc_{t}": float(np.mean(distances < t)) if len(distances) else 0.0
            for t in thresholds}
     out["found"] = float(seen.mean()) if len(distances) else 0.0
     out["distance"] = float(distances[seen].mean()) if seen.any() else None

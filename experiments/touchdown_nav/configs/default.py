@@ -49,7 +49,7 @@ def get_config():
     c.data.train_split = "train"
     c.data.eval_splits = "dev,test"
     c.data.dev_split = "dev"       # early stopping on its eval.metric
-    c.data.max_tokens = 64
+    c.data.max_tokens = 64         # 0: the longest instruction of the loaded splits
     c.data.max_route = 128          # longest route (panoramas); a longer one is an error
     c.data.features = ""           # .npz of panorama features; empty: synthetic features
     c.data.feature_width = 16      # synthetic features: columns per panorama
@@ -67,4 +67,6 @@ def get_config():
     c.eval.batch_size = 256
     c.eval.baselines = "stop,frequent,random"
     c.eval.baseline_seeds = 1      # random baseline: mean (and std) over this many seeds
+    c.eval.write_predictions = True   # predictions_<split>.jsonl: each route's visited panoramas
+    c.eval.num_figures = 4         # test routes drawn in trajectories.png (0: none)
     return c

@@ -22,6 +22,7 @@ def get_config():
     c.eval.metric = "spd"
     c.eval.mode = "min"
     c.patience = 5
+    c.data.max_tokens = 0          # sized from the data: no official instruction is cut
     # The official image processing: the feature maps averaged over channels (100 x 464 x 1;
     # convert_features --layout=images), rolled by the official formula, 100 columns around the
     # heading, the published 2-D CNNs (synthetic maps of that size when data.features is empty)

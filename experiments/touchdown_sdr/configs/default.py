@@ -46,7 +46,7 @@ def get_config():
     c.data.manual_dir = ""
     c.data.tune_fraction = 0.07    # of train descriptions, held out for early stopping
     c.data.eval_splits = "dev,test"
-    c.data.max_tokens = 48
+    c.data.max_tokens = 48         # 0: the longest description of the loaded splits
     # True: no TFDS copy of the features; the views come from the official records in
     # manual_dir and each panorama's features/<panoid>.npy is read when a batch uses it (grain
     # threads, per-process shards, the stream's state in the checkpoints): the real train split
@@ -56,11 +56,12 @@ def get_config():
     c.data.stream_threads = 2              # stream: grain reader threads (and batches prefetched)
 
     c.eval = ml_collections.ConfigDict()
-    c.eval.metric = "acc@80"       # tune-set early stopping and best parameters
+    c.eval.metric = "acc_80"       # tune-set early stopping and best parameters
     c.eval.mode = "max"
     c.eval.batch_size = 64
     c.eval.baselines = "random,center,average"
     c.eval.baseline_seeds = 1      # baselines mode: Random's mean (and std) over this many seeds
+    c.eval.write_predictions = True   # predictions_<split>.jsonl: each view's predicted pixel
     c.write_plots = True
     c.num_heatmaps = 6
     return c

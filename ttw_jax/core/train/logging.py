@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 
@@ -10,6 +11,18 @@ import jax
 from absl import logging
 
 from ttw_jax.core import paths
+
+
+_TAG = re.compile(r"[\w./-]+")   # the names TensorBoard keeps as they are (tensorboardX)
+
+
+def check_names(scalars: dict) -> None:
+    """ValueError naming any scalar TensorBoard would rename (`acc@40` -> `acc_40`, with a
+    warning per write), so results.json, metrics.jsonl and TensorBoard use one name."""
+    bad = sorted(k for k in scalars if not _TAG.fullmatch(k))
+    if bad:
+        raise ValueError(f"metric names {bad} are not TensorBoard tags (letters, digits, '_', "
+                         "'.', '-', '/')")
 
 
 class MetricWriter:
@@ -53,6 +66,7 @@ class MetricWriter:
         if not self.active:
             return
         scalars = {k: float(v) for k, v in scalars.items()}
+        check_names(scalars)
         for k, v in scalars.items():
             self._tb.add_scalar(k, v, step)
         line = json.dumps({"step": step, **scalars}) + "\n"
@@ -66,6 +80,7 @@ class MetricWriter:
         """Final figures (test accuracy, bounds, ...) to TensorBoard only: the JSON history
         keeps the training curve."""
         if self.active:
+            check_names(scalars)
             for k, v in scalars.items():
                 self._tb.add_scalar(k, float(v), step)
 

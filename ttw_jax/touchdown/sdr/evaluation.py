@@ -29,23 +29,27 @@ def groups_of(split: dict) -> np.ndarray:
 
 
 def evaluate(predict, params, split: dict, batch_size: int,
-             keep: Sequence[int] = ()) -> tuple[dict, np.ndarray, np.ndarray]:
+             keep: Sequence[int] = ()) -> tuple[dict, np.ndarray, np.ndarray, np.ndarray]:
     """(SDR metrics of a split, the predicted distributions [k, H, W] of the examples `keep`,
-    every example's distance in px [E])."""
+    every example's distance in px [E], every example's predicted feature pixel (row, col)
+    [E, 2])."""
     n, h, w = len(split["center"]), *split["features"].shape[1:3]
     keep = np.asarray(keep, int)
-    dists, maps = [], np.zeros((len(keep), h, w), np.float32)
+    dists, pixels, maps = [], [], np.zeros((len(keep), h, w), np.float32)
     for start in range(0, n, batch_size):
         idx = np.arange(start, start + batch_size)
         idx = np.where(idx < n, idx, 0)   # pad the last chunk: one compiled shape
         lp = predict(params, split["tokens"][idx], split["token_len"][idx], split["features"][idx])
-        d = sdr_metrics.distance_px(sdr_metrics.predicted_pixel(lp), split["center"][idx], h, w)
+        rc = sdr_metrics.predicted_pixel(lp)
+        d = sdr_metrics.distance_px(rc, split["center"][idx], h, w)
         dists.append(np.asarray(d)[:min(batch_size, n - start)])
+        pixels.append(np.asarray(rc)[:min(batch_size, n - start)])
         here = (keep >= start) & (keep < start + batch_size)
         if here.any():
             maps[here] = np.exp(np.asarray(lp)[keep[here] - start])
     dists = np.concatenate(dists)
-    return sdr_metrics.sdr_metrics_np(dists, groups_of(split)), maps, dists
+    return (sdr_metrics.sdr_metrics_np(dists, groups_of(split)), maps, dists,
+            np.concatenate(pixels).astype(np.int32))
 
 
 def baseline_points(name: str, split: dict, train: dict, seed: int) -> np.ndarray:

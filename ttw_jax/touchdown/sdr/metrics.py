@@ -22,7 +22,7 @@ import numpy as np
 
 THRESHOLDS_PX = (40, 80, 120)
 IMAGE_HEIGHT, IMAGE_WIDTH = 800, 3680        # px, the official SDR evaluation's panorama
-NAMES = tuple(f"{m}@{t}" for m in ("acc", "consistency") for t in THRESHOLDS_PX) + ("distance",)
+NAMES = tuple(f"{m}_{t}" for m in ("acc", "consistency") for t in THRESHOLDS_PX) + ("distance",)
 
 
 def center_to_pixel(center, height: int, width: int):
@@ -69,16 +69,16 @@ def image_distance_px(pred_xy, gold_center) -> np.ndarray:
 
 
 def sdr_metrics_np(distances: np.ndarray, groups, thresholds=THRESHOLDS_PX) -> dict:
-    """`acc@{t}` (mean of d < t) and `consistency@{t}` (share of groups, e.g. description texts,
+    """`acc_{t}` (mean of d < t) and `consistency_{t}` (share of groups, e.g. description texts,
     whose every example has d < t) for each threshold, and `distance` (mean error in px)."""
     distances = np.asarray(distances, np.float64)
     _, inverse = np.unique(np.asarray(groups), return_inverse=True)
     num_groups = inverse.max() + 1 if len(inverse) else 0
     correct = {t: distances < t for t in thresholds}
-    out = {f"acc@{t}": float(np.mean(c)) if len(c) else 0.0 for t, c in correct.items()}
+    out = {f"acc_{t}": float(np.mean(c)) if len(c) else 0.0 for t, c in correct.items()}
     for t, c in correct.items():
         all_correct = np.ones(num_groups, bool)
         np.logical_and.at(all_correct, inverse, c)
-        out[f"consistency@{t}"] = float(all_correct.mean()) if num_groups else 0.0
+        out[f"consistency_{t}"] = float(all_correct.mean()) if num_groups else 0.0
     out["distance"] = float(distances.mean()) if len(distances) else 0.0
     return out
