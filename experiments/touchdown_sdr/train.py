@@ -30,6 +30,8 @@ from ttw_jax.touchdown.sdr import (figures, metrics as sdr_metrics, predictions 
 from ttw_jax.touchdown.sdr.evaluation import baseline_metrics, evaluate, make_predictor
 from ttw_jax.touchdown.sdr.losses import gaussian_target, make_loss
 from ttw_jax.touchdown.sdr.models import SDR_MODELS, build_sdr_model
+from ttw_jax.touchdown.sdr.official import (OfficialVocabulary, import_state_dict,
+                                            read_checkpoint)
 
 RESUMABLE_CHANGES = ("patience", "eval.batch_size", "eval.baselines", "eval.baseline_seeds",
                      "data.eval_splits", "data.tfds_dir", "data.manual_dir", "write_plots",
@@ -109,8 +111,11 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
         splits = dict(zip(("train", "tune"), split_tune(raw["train"], d.tune_fraction,
                                                         config.seed)))
         splits.update({s: raw[s] for s in evals})
-    vocab = Vocabulary.load_or_build(paths.resolve(workdir) / "vocab.json", splits["train"]["text"],
-                                     save=jax.process_index() == 0)
+    if config.model.checkpoint:   # the embedding rows follow the official loader's vocabulary
+        vocab = official_vocabulary(d.manual_dir)
+    else:
+        vocab = Vocabulary.load_or_build(paths.resolve(workdir) / "vocab.json",
+                                         splits["train"]["text"], save=jax.process_index() == 0)
     out = {}
     max_tokens = token_limit(d.max_tokens, (t for s in splits.values() for t in s["text"]))
     # the release's descriptions are never cut (an error names the longest); synthetic ones warn
@@ -123,6 +128,21 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
                          text=list(s["text"]),
                          **{k: np.asarray(s[k]) for k in ("which", "panoid") if k in s})
     return dict(splits=out, vocab=vocab)
+
+
+def official_vocabulary(manual_dir: str) -> OfficialVocabulary:
+    """The vocabulary of an official checkpoint: the official loader's, rebuilt from the train
+    and dev descriptions of the release's record files in `manual_dir`, in file order."""
+    if not manual_dir:
+        raise ValueError("model.checkpoint (an official LingUNet) needs data.manual_dir: the "
+                         "release's train.json and dev.json give its vocabulary")
+    views = record_views(manual_dir)
+    missing = [s for s in ("train", "dev") if s not in views]
+    if missing:
+        raise FileNotFoundError(f"model.checkpoint: the official vocabulary is built from "
+                                f"train.json and dev.json, and {manual_dir} lacks "
+                                f"{[s + '.json' for s in missing]}")
+    return OfficialVocabulary([*views["train"]["text"], *views["dev"]["text"]])
 
 
 def record_views(manual_dir: str) -> dict[str, dict]:
@@ -164,15 +184,32 @@ def optimizer_config(config) -> ml_collections.ConfigDict:
     """`config.optim`, with the paper's learning rate for the model when it is <= 0."""
     optim = ml_collections.ConfigDict(config.optim.to_dict())
     if optim.learning_rate <= 0:
-        optim.learning_rate = 5e-4 if config.model.name == "lingunet" else 1e-3
+        optim.learning_rate = 5e-4 if config.model.name.startswith("lingunet") else 1e-3
     return optim
 
 
 def build_model(config, vocab_size: int):
     m = config.model
     return build_sdr_model(m.name, vocab_size, levels=m.levels, channels=m.channels,
-                           stride=m.stride, mlp_hidden=m.mlp_hidden, embed_dim=m.embed_dim,
-                           hidden=m.hidden, dropout=m.dropout, uniform_init=m.uniform_init)
+                           stride=m.stride, mlp_hidden=m.mlp_hidden, mlp_layers=m.mlp_layers,
+                           embed_dim=m.embed_dim, hidden=m.hidden, dropout=m.dropout,
+                           deconv_dropout=m.deconv_dropout, uniform_init=m.uniform_init)
+
+
+def imported_params(path: str, template) -> dict:
+    """The parameters of an official LingUNet checkpoint, checked against `template` (the
+    model's own initialisation): ValueError naming every array whose shape differs."""
+    params = import_state_dict(read_checkpoint(path))
+    want = jax.tree_util.tree_map(np.shape, template)
+    got = jax.tree_util.tree_map(np.shape, params)
+    if jax.tree_util.tree_structure(want) != jax.tree_util.tree_structure(got) or want != got:
+        flat_w = dict(jax.tree_util.tree_flatten_with_path(want)[0])
+        flat_g = dict(jax.tree_util.tree_flatten_with_path(got)[0])
+        diff = [f"{jax.tree_util.keystr(k)}: {flat_g.get(k)} vs {v}" for k, v in flat_w.items()
+                if flat_g.get(k) != v]
+        raise ValueError(f"{path}: the checkpoint does not fit model.name=lingunet_official "
+                         f"with this config (checkpoint vs config): {diff[:6]}")
+    return params
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
@@ -182,6 +219,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         raise ValueError(f"model.name must be one of {tuple(SDR_MODELS)}, got "
                          f"{config.model.name!r}")
     check_eval(config, METRICS)
+    if config.model.checkpoint and config.model.name != "lingunet_official":
+        raise ValueError("model.checkpoint imports an official LingUNet: set "
+                         "model.name=lingunet_official")
     if config.mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {config.mode!r}")
     run = Run.start(config, workdir, RESUMABLE_CHANGES)
@@ -194,6 +234,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     model = build_model(config, len(data["vocab"]))
     params = model.init(run.key(INIT), train["tokens"][:2], train["token_len"][:2],
                         train["features"][:2].astype(np.float32))
+    if config.model.checkpoint:
+        params = imported_params(config.model.checkpoint, params)
     state = train_state.TrainState.create(
         apply_fn=model.apply, params=params,
         tx=make_optimizer(optimizer_config(config), config.num_steps))
@@ -218,8 +260,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     def tune_metrics(params):
         return evaluate(predict, params, splits["tune"], config.eval.batch_size)[0]
 
-    state, best_params, meta = run.fit(state, step_fn, tune_metrics, eval_prefix="tune",
-                                       hooks=hooks, data=stream)
+    if config.num_steps == 0 and config.model.checkpoint:   # evaluate the imported model
+        best_params, meta = params, {"best_step": 0, "step": 0, "best_eval": None}
+    else:
+        state, best_params, meta = run.fit(state, step_fn, tune_metrics, eval_prefix="tune",
+                                           hooks=hooks, data=stream)
 
     results = {"config": config.to_dict(), "model": config.model.name,
                "best_step": meta["best_step"], "last_step": meta["step"],

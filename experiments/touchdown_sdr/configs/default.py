@@ -20,11 +20,19 @@ def get_config():
     c.seed = 0
     c.mode = "train"               # train | baselines (Random / Center / Average on the records)
     c.model = ml_collections.ConfigDict()
-    c.model.name = "lingunet"      # lingunet | concat | concatconv | text2conv | unet
+    # lingunet | lingunet_official (the official sdr/model.py) | concat | concatconv |
+    # text2conv | unet
+    c.model.name = "lingunet"
     c.model.levels = 2             # LingUNet m
     c.model.channels = 16          # convolution channels C' (paper-sized: configs/paper.py)
     c.model.stride = 1             # 1 as in Touchdown; 2 as in the original LingUNet
     c.model.mlp_hidden = 16
+    c.model.mlp_layers = 1         # lingunet_official: hidden layers after the first (official 1)
+    c.model.deconv_dropout = 0.0   # lingunet_official: dropout before the first deconvolution
+    # lingunet_official: an official checkpoint (.pt / .safetensors / .npz state dict) to start
+    # from; its vocabulary is the official loader's, rebuilt from the release's train and dev
+    # files in data.manual_dir; with num_steps=0 the imported model is only evaluated
+    c.model.checkpoint = ""
     c.model.embed_dim = 64         # word embeddings (paper: 300)
     c.model.hidden = 64            # BiLSTM units per direction (paper: 300)
     c.model.dropout = 0.5

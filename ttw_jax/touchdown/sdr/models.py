@@ -11,6 +11,8 @@ log_softmax over the H*W positions), through the common call
 - Concat: the text vector next to every pixel's features, a 2-layer per-pixel MLP.
 - ConcatConv: as Concat, with a 5x5 convolution over the concatenation before the MLP.
 - Text2Conv: a per-example 5x5 kernel predicted from the text (no bias), then a per-pixel MLP.
+- OfficialLingUNet (`lingunet_official`, `ttw_jax.touchdown.sdr.official`): the network of the
+  official `sdr/model.py`, which differs from the paper's text; an importer reads its checkpoints.
 
 The text vector is the mean over real tokens of a BiLSTM's states (`TextEncoder`), with dropout
 on the word embeddings (rng stream 'dropout', active for `deterministic=False`).
@@ -27,6 +29,7 @@ import jax
 import jax.numpy as jnp
 
 from ttw_jax.touchdown.sdr.conv import conv_general_dilated as fast_conv
+from ttw_jax.touchdown.sdr.official import OfficialLingUNet
 
 
 def _uniform(scale: float):
@@ -352,8 +355,8 @@ class Text2Conv(nn.Module):
         return PixelMLP(self.mlp_hidden, self.init_scale, name="mlp")(x)
 
 
-SDR_MODELS = {"lingunet": LingUNet, "concat": Concat, "concatconv": ConcatConv,
-              "text2conv": Text2Conv, "unet": UNet}
+SDR_MODELS = {"lingunet": LingUNet, "lingunet_official": OfficialLingUNet, "concat": Concat,
+              "concatconv": ConcatConv, "text2conv": Text2Conv, "unet": UNet}
 
 
 def _fields(cls) -> set[str]:
@@ -362,7 +365,8 @@ def _fields(cls) -> set[str]:
 
 def build_sdr_model(name: str, vocab_size: int, uniform_init: bool = False, **kwargs
                     ) -> nn.Module:
-    """The SDR model `name` (lingunet | concat | concatconv | text2conv | unet).
+    """The SDR model `name` (lingunet | lingunet_official | concat | concatconv | text2conv |
+    unet).
 
     `kwargs` are model fields; a field of some other SDR model that this one lacks (e.g. `levels`
     for 'concat', `hidden` for 'unet') is ignored, so one config can build every model, while a
