@@ -41,7 +41,7 @@ import traceback
 import jax
 
 from experiments.benchmarks.measure import REPO, matmul_peak, peak_sizes, pct, row, sig
-from experiments.benchmarks.sdr_rows import bench_lingunet, bench_text2conv
+from experiments.benchmarks.sdr_rows import bench_extraction, bench_lingunet, bench_text2conv
 from experiments.benchmarks.ttw_rows import (bench_masc_step, bench_ttw_bound, bench_ttw_full_task,
                                              ttw_tables)
 from ttw_jax.core import paths
@@ -194,6 +194,7 @@ BENCHES = {
     "masc": lambda tables, peak, quick, **_: bench_masc_step(tables, peak, quick),
     "lingunet": lambda peak, quick, **_: bench_lingunet(peak, quick),
     "text2conv": lambda quick, **_: bench_text2conv(quick),
+    "extraction": lambda peak, quick, **_: bench_extraction(peak, quick),
     "rcm": lambda peak, quick, **_: bench_rcm(peak, quick),
     "touchdown_env": lambda quick, **_: bench_touchdown_env(quick),
     "arramon_env": lambda quick, **_: bench_arramon_env(quick),

@@ -99,3 +99,23 @@ def bench_text2conv(quick) -> list[dict]:
                         f"{sig(before * 1e3)} ms/step", "",
                         f"{sig(before / times['lingunet'])}x LingUNet's time"))
     return rows
+
+
+def bench_extraction(peak, quick) -> list[dict]:
+    """Panoramas to features (`experiments.touchdown_sdr.extract_features`' device work): eight
+    800 x 460 slices of 3,000 x 1,500 panoramas through ResNet-18 up to layer2, float32, random
+    weights (the time does not depend on them); reading and writing the files not included."""
+    from ttw_jax.touchdown import extraction, resnet
+    size, b = ((200, 116), 1) if quick else ((800, 460), 2)
+    shape = (b, 750, 1500, 3) if quick else (b, 1500, 3000, 3)
+    panos = jax.numpy.asarray(np.random.default_rng(0).integers(0, 256, shape, np.uint8))
+    variables = jax.jit(resnet.ResNet18("layer2").init)(
+        jax.random.key(0), np.zeros((1, 64, 64, 3), np.float32))
+    ex = extraction.Extractor(variables, slice_size=size)
+    flops = xla_flops(ex.features, panos)
+    secs = timeit(ex.features, panos, repeats=1 if quick else 3)
+    work = (f"ResNet-18 features of {b} panorama(s) {shape[2]} x {shape[1]}, 8 slices "
+            f"{size[0]} x {size[1]}, f32" + (" (quick: a quarter of the paper's slice)"
+                                              if quick else " (the paper's sizes)"))
+    return [row(work, f"{sig(b / secs)} panoramas/s ({sig(secs / b)} s each)", "", "",
+                pct(flops / secs / 1e9, peak))]

@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 import jax
 import jax.numpy as jnp
 import ml_collections
+import numpy as np
 from flax.training import train_state
 
 from ttw_jax.core import paths
@@ -25,11 +26,12 @@ from ttw_jax.core.train.run import (EVAL, INIT, Run, check_eval, evaluate_best, 
 from ttw_jax.core.vocab import Vocabulary, token_limit
 from ttw_jax.touchdown import (env as td, episodes as nav_episodes, evaluation as nav_eval,
                                features as pano_features)
-from ttw_jax.touchdown.agents import (ABLATIONS, IMAGE_ENCODERS, Navigator, navigator_policy,
-                                     official_cnn_min_size)
+from ttw_jax.touchdown.agents import (ABLATIONS, IMAGE_ENCODERS, MAP_ENCODERS, Navigator,
+                                     navigator_policy, official_cnn_min_size)
 from ttw_jax.touchdown.dataset import load_touchdown_split_records, locator
 from ttw_jax.touchdown.losses import imitation_loss
 from ttw_jax.touchdown import figures as nav_figures, predictions as nav_predictions
+from ttw_jax.touchdown.projection import RGB_FOV, band_vfov
 from ttw_jax.touchdown.reference import TouchdownReference
 
 BATCH_KEYS = ("start_pano", "start_heading", "tokens", "token_len", "gold", "gold_len")
@@ -60,10 +62,14 @@ def load_data(config: ml_collections.ConfigDict, workdir: str, wanted: Sequence[
         locate=locator(d.tfds_config, s, d.manual_dir or None),
         truncate=truncation(config))
         for s in set(wanted)}
-    official = config.model.image_encoder == "official"
+    encoder = config.model.image_encoder
     if d.features:
         features, convention = pano_features.load_pano_features(d.features, nodes)
-    elif official:
+    elif encoder == "rgb":
+        features = pano_features.synthetic_pano_bands(graph, d.image_height, d.image_width,
+                                                      d.feature_noise, seed=config.seed)
+        convention = "centred"
+    elif encoder == "official":
         features = pano_features.synthetic_pano_images(graph, d.image_height, d.image_width,
                                                        d.image_channels, d.feature_noise,
                                                        seed=config.seed)
@@ -72,7 +78,8 @@ def load_data(config: ml_collections.ConfigDict, workdir: str, wanted: Sequence[
         features = pano_features.synthetic_pano_features(graph, d.feature_width, d.feature_dim,
                                                          d.feature_noise, seed=config.seed)
         convention = "centred"
-    check_features(config, features.shape, d.features or "synthetic features")
+    check_features(config, features.shape, d.features or "synthetic features",
+                   features.dtype, convention)
     return dict(graph=graph, nodes=nodes, links=links, records=records, vocab=vocab,
                 episodes=episodes, features=features, convention=convention)
 
@@ -86,22 +93,38 @@ def truncation(config: ml_collections.ConfigDict) -> str:
     return "warn" if config.data.tfds_config.startswith("synthetic") else "error"
 
 
-def check_features(config: ml_collections.ConfigDict, shape: tuple, where: str) -> None:
+def check_features(config: ml_collections.ConfigDict, shape: tuple, where: str,
+                   dtype=None, convention: str = "centred") -> None:
     """ValueError unless features of `shape` suit `model.image_encoder` and `crop`: a table
     [N, W, C] for "table"; maps [N, H, W, C] of at least the official CNN's input size for
-    "official"."""
-    official = config.model.image_encoder == "official"
-    if len(shape) != (4 if official else 3):
+    "official"; RGB bands [N, H, W, 3] uint8 in the "centred" convention, tall enough for the
+    60-degree views, for "rgb" (crop: the views' size)."""
+    encoder = config.model.image_encoder
+    maps = encoder in MAP_ENCODERS
+    if len(shape) != (4 if maps else 3):
         raise ValueError(f"{where}: shape {tuple(shape)}, but model.image_encoder="
-                         f"{config.model.image_encoder!r} takes "
-                         f"{'maps [N, H, W, C]' if official else 'a table [N, W, C]'}")
+                         f"{encoder!r} takes "
+                         f"{'maps [N, H, W, C]' if maps else 'a table [N, W, C]'}")
     if not 0 < config.crop <= shape[-2]:
         raise ValueError(f"crop={config.crop} columns of {shape[-2]}-column panoramas ({where})")
-    if official:
+    if encoder == "rgb":
+        if shape[-1] != 3 or (dtype is not None and np.dtype(dtype) != np.uint8):
+            raise ValueError(f"{where}: {dtype} {tuple(shape)}, but model.image_encoder='rgb' "
+                             "takes RGB bands [N, H, W, 3] uint8 (convert_features "
+                             "--layout=rgb)")
+        if convention != "centred":
+            raise ValueError(f"{where}: RGB bands are in the 'centred' column convention, not "
+                             f"{convention!r}")
+        if band_vfov(shape) < RGB_FOV - 1e-6:
+            raise ValueError(f"{where}: bands of {shape[1]} x {shape[2]} span "
+                             f"{band_vfov(shape):.1f} degrees of pitch, less than the "
+                             f"{RGB_FOV:.0f}-degree views")
+    if maps:
         need = official_cnn_min_size(config.model.name)
-        if min(shape[1], config.crop) < need:
+        rows = config.crop if encoder == "rgb" else shape[1]
+        if min(rows, config.crop) < need:
             raise ValueError(f"the official {config.model.name} CNN needs crops of at least "
-                             f"{need} x {need}; got {shape[1]} rows x crop={config.crop}")
+                             f"{need} x {need}; got {rows} rows x crop={config.crop}")
 
 
 def build_model(config: ml_collections.ConfigDict, vocab_size: int) -> Navigator:
@@ -114,6 +137,8 @@ def init_params(config, model: Navigator, feature_shape: tuple, key: jax.Array):
     """Parameters for features of `feature_shape` ([N, W, C] or [N, H, W, C])."""
     b, t = 2, 3
     crop = (*feature_shape[1:-2], config.crop, feature_shape[-1])
+    if config.model.image_encoder == "rgb":
+        crop = (config.crop, config.crop, feature_shape[-1])
     return model.init(key, jnp.ones((b, 4), jnp.int32), jnp.full((b,), 4, jnp.int32),
                       jnp.zeros((b, t, *crop)), jnp.zeros((b, t), jnp.int32))
 

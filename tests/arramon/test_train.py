@@ -4,6 +4,7 @@ instances."""
 import pytest
 
 from experiments.arramon import train
+from tests.conftest import xla_optimizations
 from tests.experiments.contract import TrainerContract
 from tests.experiments.trainers import TRAINERS
 from ttw_jax.arramon import evaluation as arr_eval
@@ -38,7 +39,8 @@ class TestTrainer(TrainerContract):
         # worker, in order) its programs come from the compilation cache.
         c = ARRAMON.config(tfds_dir, num_steps=80, eval_every=80,
                            eval__perfect_navigation=True, eval__num_figures=0)
-        res = train.train_and_evaluate(c, str(tmp_path))
+        with xla_optimizations(ARRAMON.xla_optimized):
+            res = train.train_and_evaluate(c, str(tmp_path))
         ours, rnd = res["val_unseen"]["vl"], res["val_unseen"]["random"]
         assert ours["navi_ndtw"] > rnd["navi_ndtw"] + 0.05
         assert ours["ctc3"] > rnd["ctc3"] + 0.03

@@ -153,7 +153,16 @@ def problems(command: str) -> list[str]:
     source = open(find(module).origin, encoding="utf-8").read()
     # A launcher: `experiments.<x>.main`, or another module of an experiment built on `launch`
     # (its own flags besides the launcher's).
-    if module.startswith("experiments.") and (module.endswith(".main") or "launch(" in source):
+    if module == "experiments.sweep":
+        # The sweep runs the experiment named by --experiment, with that launcher's flags.
+        experiment = next((a.split("=", 1)[1] for a in args if a.startswith("--experiment=")), None)
+        if experiment is None or find(f"experiments.{experiment}.main") is None:
+            return [f"no experiment {experiment}"]
+        config = config_of(f"experiments.{experiment}.main", args)
+        own = defined_flags(module)
+        bad = [n for n in names if n not in LAUNCHER_FLAGS | own and not (
+            n.startswith("config.") and has_field(config, n[len("config."):]))]
+    elif module.startswith("experiments.") and (module.endswith(".main") or "launch(" in source):
         config = config_of(module, args)
         own = defined_flags(module) if not module.endswith(".main") else set()
         bad = [n for n in names if n not in LAUNCHER_FLAGS | own and not (
@@ -187,6 +196,11 @@ def test_the_command_check_catches_mistakes():
                     "--config.data.map_dir=x --config.T=2") == ["unknown flag --config.data.map_dir"]
     assert problems("python -m experiments.rxr.baselines --config=r2r") == [
         "experiments.rxr.baselines has moved"]
+    assert problems("python -m experiments.sweep --experiment=touchdown_sdr --seeds=2 "
+                    "--workdir=/tmp/s --config.model.name=concat --config.model.nope=1") == [
+        "unknown flag --config.model.nope"]
+    assert problems("python -m experiments.sweep --experiment=nope --workdir=/tmp/s") == [
+        "no experiment nope"]
     assert problems("python -m experiments.benchmarks.sdr_bench --splits=val") == [
         "unknown flag --splits"]
     assert problems("python -m experiments.rxr.main --config=baselines --workdir=/tmp/r "

@@ -161,7 +161,7 @@ def test_official_encoder_trains_through_the_scan_on_feature_maps(kind, world):
     norms = {jax.tree_util.keystr(p): float(jnp.linalg.norm(g))
              for p, g in jax.tree_util.tree_leaves_with_path(grads)}
     assert all(v > 0 for v in norms.values()), norms
-    with pytest.raises(ValueError, match=r"official image encoder takes crops \[B, H, crop, C\]"):
+    with pytest.raises(ValueError, match=r"official image encoder takes views \[B, H, W, C\]"):
         model.apply(params, jnp.ones((2, 5), jnp.int32), jnp.full((2,), 5),
                     jnp.zeros((2, 3, 20, 2)), jnp.zeros((2, 3), jnp.int32))
 

@@ -13,6 +13,10 @@ CNN (`IMAGE_ENCODERS`):
   stride 4, flattened to a linear 256-d image vector; GA 128 8x8 of stride 4, 64 4x4 of stride
   2, flattened to a linear 64-d vector that the text gate multiplies, then a 256-d ReLU layer.
   All "VALID" (no padding), ReLU after each convolution.
+- "rgb" (Table 7): the 60-degree perspective RGB image of crop x crop pixels (84: [B, 84, 84, 3]
+  in [0, 1]) at the agent's heading, rendered on device from per-panorama RGB bands
+  (`ttw_jax.touchdown.projection`), through the official CNNs above (the sizes of the Atari
+  network the 84 x 84 input comes from).
 - RConcat concatenates text vector, image vector and previous-action embedding.
 - GA (gated attention) multiplies image channels by a sigmoid gate computed from the text vector;
   text enters only through the gate.
@@ -27,7 +31,7 @@ import jax
 import jax.numpy as jnp
 
 from ttw_jax.core.env import choose_action
-from ttw_jax.touchdown.features import crop_to_heading
+from ttw_jax.touchdown.features import agent_view
 from ttw_jax.touchdown.sdr.models import uniform_inits
 
 NUM_ACTIONS = 4
@@ -53,7 +57,8 @@ class InstructionEncoder(nn.Module):
 
 
 ABLATIONS = ("none", "no_text", "no_image")
-IMAGE_ENCODERS = ("table", "official")
+IMAGE_ENCODERS = ("table", "official", "rgb")
+MAP_ENCODERS = ("official", "rgb")     # the 2-D CNNs over [B, H, W, C] views
 # The official encoder's convolutions, (features, kernel, stride) per layer, and its image vector.
 OFFICIAL_CNN = {"rconcat": (((32, 8, 4), (64, 4, 4)), 256), "ga": (((128, 8, 4), (64, 4, 2)), 64)}
 
@@ -92,7 +97,7 @@ class Navigator(nn.Module):
         s = self.init_scale
         kernel = uniform_inits(s, "kernel_init")
         self.text = InstructionEncoder(self.vocab_size, self.embed_dim, self.text_hidden, s)
-        if self.image_encoder == "official":
+        if self.image_encoder in MAP_ENCODERS:
             layers, out = OFFICIAL_CNN[self.kind]
             self.convs = [nn.Conv(f, (k, k), strides=(st, st), padding="VALID", **kernel)
                           for f, k, st in layers]
@@ -124,10 +129,10 @@ class Navigator(nn.Module):
 
     def image_vector(self, text: jax.Array, image: jax.Array) -> jax.Array:
         """[B, hidden] (table; official GA) or [B, 256] (official RConcat) from the crop."""
-        if self.image_encoder == "official":
+        if self.image_encoder in MAP_ENCODERS:
             if image.ndim != 4:
-                raise ValueError(f"the official image encoder takes crops [B, H, crop, C] of "
-                                 f"feature maps, got shape {image.shape}")
+                raise ValueError(f"the {self.image_encoder} image encoder takes views "
+                                 f"[B, H, W, C], got shape {image.shape}")
             x = image
             for conv in self.convs:
                 x = nn.relu(conv(x))
@@ -155,8 +160,8 @@ class Navigator(nn.Module):
         return carry, self.head(h)
 
     def __call__(self, tokens, lengths, images, prev_actions):
-        """Teacher-forced logits [B, T, 4] for crops images [B, T, crop, C] (table) or
-        [B, T, H, crop, C] (official); used to initialise."""
+        """Teacher-forced logits [B, T, 4] for crops images [B, T, crop, C] (table),
+        [B, T, H, crop, C] (official) or [B, T, crop, crop, 3] (rgb); used to initialise."""
         text = self.encode(tokens, lengths)
         carry = self.initial_carry(tokens.shape[0])
         logits = []
@@ -170,7 +175,8 @@ def navigator_policy(model: Navigator, params, features: jax.Array, yaw: jax.Arr
                      text: jax.Array, gold: jax.Array | None = None, greedy: bool = True,
                      convention: str = "centred"):
     """A simulator policy (`ttw_jax.core.env`) driven by `model`; it sees the `crop` columns of
-    the feature table around its heading (`convention`: the table's, `features.CONVENTIONS`).
+    the feature table around its heading (`convention`: the table's, `features.CONVENTIONS`),
+    or with the "rgb" encoder the crop x crop perspective image there (`features.agent_view`).
 
     Returns (policy, initial carry). With `gold` [B, T] the demonstrated action is executed
     (teacher forcing); otherwise the argmax (greedy) or a sample. The policy's per-step output
@@ -178,7 +184,8 @@ def navigator_policy(model: Navigator, params, features: jax.Array, yaw: jax.Arr
     """
     def policy(carry, state, t, key):
         lstm, prev = carry
-        image = crop_to_heading(features, yaw, state.pano, state.heading, crop, convention)
+        image = agent_view(features, yaw, state.pano, state.heading, crop, convention,
+                           model.image_encoder)
         lstm, logits = model.apply(params, lstm, text, image, prev, method=Navigator.step)
         action = choose_action(logits, t, key, gold, greedy)
         return (lstm, action), action, logits

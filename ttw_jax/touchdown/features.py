@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ttw_jax.core.pano_graph import NodeTable, PanoGraph
+from ttw_jax.touchdown import projection
 
 
 CONVENTIONS = ("centred", "official")
@@ -63,6 +64,20 @@ def crop_to_heading(features: jax.Array, yaw: jax.Array, pano: jax.Array, headin
         return features[pano[:, None, None], rows[None, :, None],
                         cols[:, None, :]].astype(jnp.float32)
     return features[pano[:, None], cols].astype(jnp.float32)
+
+
+def agent_view(features: jax.Array, yaw: jax.Array, pano: jax.Array, heading: jax.Array,
+               crop: int, convention: str = "centred", encoder: str = "table") -> jax.Array:
+    """What an agent with `encoder` (`ttw_jax.touchdown.agents.IMAGE_ENCODERS`) sees: for "rgb"
+    the 60-degree perspective image of `crop` x `crop` pixels at its heading, [B, crop, crop, 3]
+    in [0, 1], rendered from RGB bands [N, Hb, Wb, 3] (`projection.perspective_at_heading`);
+    otherwise `crop_to_heading`."""
+    if encoder == "rgb":
+        if convention != "centred":
+            raise ValueError("RGB bands are in the 'centred' column convention (column 0 at "
+                             f"yaw - 180), got {convention!r}")
+        return projection.perspective_at_heading(features, yaw, pano, heading, crop)
+    return crop_to_heading(features, yaw, pano, heading, crop, convention)
 
 
 def synthetic_pano_features(graph: PanoGraph, width: int = 16, dim: int = 32, noise: float = 0.5,
@@ -105,6 +120,15 @@ def synthetic_pano_images(graph: PanoGraph, height: int = 20, width: int = 64, d
     return images.astype(np.float16)
 
 
+def synthetic_pano_bands(graph: PanoGraph, height: int = projection.RGB_SIZE,
+                         width: int = projection.BAND_WIDTH, noise: float = 0.5, seed: int = 0
+                         ) -> np.ndarray:
+    """[N, height, width, 3] uint8 RGB bands drawn as `synthetic_pano_images` (streets in the
+    lower half of their heading's columns, junctions in the upper half), for `encoder="rgb"`."""
+    images = synthetic_pano_images(graph, height, width, 3, noise, seed).astype(np.float32)
+    return np.clip(np.round(128 + 60 * images), 0, 255).astype(np.uint8)
+
+
 def load_pano_features(path: str, nodes: NodeTable) -> tuple[np.ndarray, str]:
     """(table [N, W, C] or images [N, H, W, C] aligned to `nodes`, its column convention) from a
     user feature file.
@@ -136,7 +160,7 @@ def load_pano_features(path: str, nodes: NodeTable) -> tuple[np.ndarray, str]:
     return feats[[row[p] for p in nodes.ids]], convention
 
 
-LAYOUTS = ("rows", "images")
+LAYOUTS = ("rows", "images", "rgb")
 
 
 def official_navigation_table(feature_dir: str, panoids, dtype=np.float16,
@@ -145,8 +169,11 @@ def official_navigation_table(feature_dir: str, panoids, dtype=np.float16,
     ([H, W, C], e.g. 100 x 464 x 128): layout "rows" gives [M, W, C], each map's mean over its
     image rows; "images" gives [M, H, W, 1], its mean over channels (the single-channel maps the
     published GA / RConcat reimplementations crop and convolve; 2.7 GB in float16 for the
-    29,641 panoramas). Columns as released (the official column convention: no roll here, the
-    crop applies the official formula). FileNotFoundError names the first missing panoramas."""
+    29,641 panoramas); "rgb" gives [M, H, W, 3] uint8, the RGB bands of
+    `experiments.touchdown_sdr.extract_features --rgb_dir` as written (column 0 at yaw - 180: the
+    "centred" convention; 3.8 GB for the 29,641 panoramas). Columns as released (feature maps:
+    the official column convention: no roll here, the crop applies the official formula).
+    FileNotFoundError names the first missing panoramas."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     panoids = [str(p) for p in panoids]
@@ -162,10 +189,16 @@ def official_navigation_table(feature_dir: str, panoids, dtype=np.float16,
         if x.ndim != 3 or (first is not None and x.shape != first):
             raise ValueError(f"{path}: shape {x.shape}, expected [H, W, C] like "
                              f"{first or 'the others'}")
-        shape, x = x.shape, x.astype(np.float32)
-        x = x.mean(0) if layout == "rows" else x.mean(-1, keepdims=True)
+        if layout == "rgb" and (x.dtype != np.uint8 or x.shape[-1] != 3):
+            raise ValueError(f"{path}: {x.dtype} {x.shape}, expected an RGB band uint8 "
+                             "[H, W, 3] (extract_features --rgb_dir)")
+        shape = x.shape
+        if layout != "rgb":
+            x = x.astype(np.float32)
+            x = x.mean(0) if layout == "rows" else x.mean(-1, keepdims=True)
         if out is None:   # one allocation: the images of all panoramas are gigabytes
-            first, out = shape, np.empty((len(paths),) + x.shape, dtype)
+            first = shape
+            out = np.empty((len(paths),) + x.shape, np.uint8 if layout == "rgb" else dtype)
         out[i] = x
     return out
 

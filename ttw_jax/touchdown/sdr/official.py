@@ -23,7 +23,6 @@ The first convolution maps the input's channels to `channels` (the official code
 from __future__ import annotations
 
 import math
-import os
 from typing import Any, Mapping
 
 import flax.linen as nn
@@ -31,6 +30,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ttw_jax.core.state_dict import read_state_dict
+from ttw_jax.core.vocab import report_truncation
 from ttw_jax.touchdown.sdr.conv import conv_general_dilated as fast_conv
 
 
@@ -179,30 +180,9 @@ def import_state_dict(state: Mapping[str, Any], levels: int | None = None,
 
 def read_checkpoint(path: str) -> dict[str, np.ndarray]:
     """The state dict of an official checkpoint: a `.pt` of the official `train.py` (a dict
-    with `state_dict`, or a bare state dict; read with `torch.load(weights_only=True)`, which
-    loads tensors and plain containers only, never arbitrary objects; torch is needed for this
-    format alone), or the same keys in a `.safetensors` or `.npz` file."""
-    suffix = os.path.splitext(path)[1].lower()
-    if suffix == ".npz":
-        with np.load(path, allow_pickle=False) as z:
-            return {k.removeprefix("state/"): z[k] for k in z.files
-                    if k.startswith("state/") or "." in k}
-    if suffix == ".safetensors":
-        from safetensors.numpy import load_file
-        return load_file(path)
-    if suffix in (".pt", ".pth"):
-        try:
-            import torch
-        except ImportError:
-            raise ImportError(f"{path}: reading a PyTorch checkpoint needs torch (pip install "
-                              "torch), or save its state dict as .safetensors / .npz") from None
-        obj = torch.load(path, map_location="cpu", weights_only=True)
-        state = obj.get("state_dict", obj) if isinstance(obj, dict) else None
-        if not isinstance(state, dict):
-            raise ValueError(f"{path}: not a state dict nor a dict holding 'state_dict'")
-        return {k: v.numpy() for k, v in state.items()}
-    raise ValueError(f"{path}: an official LingUNet checkpoint is a .pt, .safetensors or .npz "
-                     f"file, not {suffix!r}")
+    with `state_dict`, or a bare state dict), or the same keys in a `.safetensors` or `.npz`
+    file (`ttw_jax.core.state_dict`: nothing is unpickled)."""
+    return read_state_dict(path, "official LingUNet checkpoint")
 
 
 def export_state_dict(params) -> dict[str, np.ndarray]:
@@ -251,7 +231,6 @@ class OfficialVocabulary:
         return len(self.words)
 
     def encode(self, texts, max_len: int, what: str = "texts", truncate: str = "warn"):
-        from ttw_jax.core.vocab import report_truncation
         ids = np.zeros((len(texts), max_len), np.int32)
         lengths = np.zeros(len(texts), np.int32)
         full = []
