@@ -1,11 +1,10 @@
 """Multi-host training with real processes: two `jax.distributed` processes on localhost (4 fake
 CPU devices each, gloo collectives), launched with BUILD.md's commands (`MULTIHOST_COMMAND`, which
 BUILD.md quotes), against one process with 8 devices: results identical, process 0 alone
-reporting, checkpoints written once, a fresh TFDS dir prepared once, and an exact resume after
-one process is killed with SIGKILL."""
+reporting, checkpoints written once, and an exact resume after one process is killed with
+SIGKILL; and a fresh TFDS dir prepared once by process 0 while process 1 waits."""
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -115,26 +114,17 @@ def test_two_processes_killed_and_resumed_match_one_process(tmp_path):
     assert steps == sorted(set(steps)) and steps[-1] == 20
 
 
-def strip_times(results: dict) -> dict:
-    """results.json without wall-clock figures."""
-    return json.loads(re.sub(r'"[^"]*(seconds|_s|per_s)": [0-9.e+-]+', '"t": 0',
-                             json.dumps(results)))
-
-
 @pytest.mark.slow
-def test_two_processes_prepare_a_fresh_tfds_dir_once_and_match_one_process(tmp_path):
+def test_two_processes_prepare_a_fresh_tfds_dir_once(tmp_path):
     """Touchdown SDR (synthetic TFDS data): both processes share a fresh data dir, which
-    process 0 builds while process 1 waits."""
-    one_log, = logs_in(tmp_path, "single")
-    one = single("touchdown_sdr", tmp_path / "single",
-                 SDR + [f"--config.data.tfds_dir={tmp_path / 'tfds_single'}"], one_log)
+    process 0 builds while process 1 waits; the run ends with process 0's results and one set
+    of checkpoints. (Two processes equal to one: the test above.)"""
     logs = logs_in(tmp_path, "p0", "p1")
     procs = multihost("touchdown_sdr", tmp_path / "multi",
                       SDR + [f"--config.data.tfds_dir={tmp_path / 'tfds_shared'}"], logs)
-    wait_all(procs + [one], logs + [one_log])
+    wait_all(procs, logs)
     multi = json.loads((tmp_path / "multi" / "results.json").read_text())
-    ref = json.loads((tmp_path / "single" / "results.json").read_text())
-    assert strip_times(multi) == strip_times({**ref, "config": multi["config"]})
+    assert multi["best_step"] in (4, 8) and multi["test"]["examples"] > 0
     built = [d for d in os.listdir(tmp_path / "tfds_shared") if not d.startswith(".")]
     assert built and not any(d.startswith("incomplete") for d in built)
     out = [(tmp_path / f"p{i}.log").read_text() for i in range(2)]

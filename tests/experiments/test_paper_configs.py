@@ -1,5 +1,7 @@
-"""The paper configs of the Touchdown experiments run end to end: a short run of each, at the
-paper's model sizes, on the synthetic data (the real data need the release's files)."""
+"""The paper configs of the Touchdown experiments run end to end: a short run at the paper's
+model sizes, on the synthetic data (the real data need the release's files). The navigation
+paper config runs through its launcher as `configs/rgb.py` (the paper's settings, the official
+CNN, RGB views) in `tests/touchdown/test_extraction.py`."""
 import importlib
 
 import pytest
@@ -9,10 +11,6 @@ from tests.helpers import override
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name, changes", [
-    # RConcat's official CNN on synthetic 100 x 464 maps (batch 8 and short horizons: the test
-    # is of the config)
-    ("touchdown_nav", dict(model__name="rconcat", data__eval_splits="test", eval__baselines="",
-                           batch_size=8, train_horizon=8, eval__horizon=4)),
     # Concat at the paper's text sizes (the cheapest model: the test is of the config and the
     # pipeline; the models' own tests cover their layers), evaluated on the tune split only
     ("touchdown_sdr", dict(data__tfds_config="synthetic_sdr", data__eval_splits="",

@@ -153,7 +153,7 @@ TRAINERS = {t.name: t for t in (
             outputs=("results.json", "config.json", "metrics.jsonl", "vocab.json",
                      "predictions_val_unseen.jsonl")),
     Trainer("arramon", _arramon, (4, 8), crash_after=7, checkpoints_at_crash=("4",),
-            changed=("model.name", "lo", "model.name: 'vl' -> 'lo'"), xla_optimized=False,
+            changed=("model.name", "lo", "model.name: 'vl' -> 'lo'"), xla_optimized=True,
             outputs=("results.json", "config.json", "metrics.jsonl", "vocab.json",
                      "trajectories.png")),
 )}

@@ -92,7 +92,8 @@ def test_pipeline_trains_both_stages_then_reuses_them(tfds_dir, tmp_path):
     from tests.experiments.trainers import TRAINERS
 
     config = default.get_config()
-    config.nav = TRAINERS["touchdown_nav"].config(tfds_dir)
+    config.nav = TRAINERS["touchdown_nav"].config(tfds_dir, data__eval_splits="test",
+                                                  eval__baselines="", eval__num_figures=0)
     config.sdr = TRAINERS["touchdown_sdr"].config(tfds_dir)
     config.sdr.data.eval_splits = ""
     config.num_panels = 3
