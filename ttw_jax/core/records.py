@@ -37,14 +37,14 @@ ErrorType = type[RecordFormatError]
 
 def _lines(path: str, error: ErrorType, hint: str) -> Iterator[str]:
     """Every line of a text file (gzip-compressed if it ends in `.gz`; any `paths.resolve`
-    path)."""
+    path; a leading UTF-8 byte-order mark is dropped)."""
     file = paths.resolve(path)
     if not file.is_file():
         raise FileNotFoundError(f"{path}: file not found. {hint}".rstrip())
     try:
         with file.open("rb") as raw:
-            f = (gzip.open(raw, "rt", encoding="utf-8") if str(path).endswith(".gz")
-                 else io.TextIOWrapper(raw, encoding="utf-8"))
+            f = (gzip.open(raw, "rt", encoding="utf-8-sig") if str(path).endswith(".gz")
+                 else io.TextIOWrapper(raw, encoding="utf-8-sig"))
             yield from f
     except (OSError, EOFError, UnicodeDecodeError) as e:
         raise error(f"{path}: unreadable ({type(e).__name__}: {e})") from None

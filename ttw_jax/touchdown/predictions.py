@@ -16,6 +16,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ttw_jax.core import paths
+from ttw_jax.core.records import read_jsonl
 from ttw_jax.core.pano_graph import NodeTable, PanoGraph
 from ttw_jax.core.sequence import dedup_consecutive_np
 from ttw_jax.touchdown.episodes import hops_to_goal
@@ -38,15 +39,7 @@ def read_predictions(path: str) -> dict[int, list[str]]:
     """{route_id: predicted panoids}; ValueError naming the file, line and field for a
     malformed or repeated line."""
     out = {}
-    text = paths.resolve(path).read_bytes().decode("utf-8-sig")
-    for line_no, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{line_no}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{where}: not JSON ({e})") from None
+    for where, _, row in read_jsonl(path):
         route, panos = row.get("route_id"), row.get("route_panoids")
         if not isinstance(route, int) or isinstance(route, bool):
             raise ValueError(f"{where}: field 'route_id' must be an integer, got {route!r}")

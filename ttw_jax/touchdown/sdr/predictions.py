@@ -20,6 +20,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ttw_jax.core import paths
+from ttw_jax.core.records import read_jsonl
 from ttw_jax.touchdown.sdr import metrics as sdr_metrics
 
 VIEWS = ("main", "pre", "post")
@@ -63,15 +64,7 @@ def read_predictions(path: str) -> dict[tuple, tuple[int, int, int, int]]:
     """{(route_id, view): (row, col, H, W)} of a prediction file; ValueError naming the file,
     line and field for a malformed or repeated line."""
     out = {}
-    text = paths.resolve(path).read_bytes().decode("utf-8-sig")
-    for line_no, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{line_no}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{where}: not JSON ({e})") from None
+    for where, _, row in read_jsonl(path):
         try:
             key = (int(row["route_id"]), row["view"])
             (r, c), (h, w) = row["pixel"], row["feature_shape"]
