@@ -75,6 +75,20 @@ def to_markdown(summary: dict[str, tuple[float, float]], title: str) -> str:
     return "\n".join(lines)
 
 
+def train_or_read(train_and_evaluate: Callable[..., dict], config: ml_collections.ConfigDict,
+                  rdir) -> dict:
+    """The results of `config`'s run in `rdir`: read back if it finished (a finished run of
+    another config there is refused), else trained (resuming from its checkpoints)."""
+    done = rdir / "results.json"
+    if not done.exists():
+        return train_and_evaluate(config, rdir)
+    res = json.loads(done.read_text(encoding="utf-8"))
+    if res["config"] != config.to_dict():
+        raise ValueError(f"{rdir} holds a finished run of another config; choose a new "
+                         "--workdir")
+    return res
+
+
 def run_seeds(train_and_evaluate: Callable[..., dict], config: ml_collections.ConfigDict,
               workdir: paths.PathLike, seeds: Sequence[int], name: str) -> dict:
     """Trains (or reads back) one run per seed and writes the table; returns the summary."""
@@ -85,16 +99,7 @@ def run_seeds(train_and_evaluate: Callable[..., dict], config: ml_collections.Co
     for seed in seeds:
         c = ml_collections.ConfigDict(config.to_dict())
         c.seed = seed
-        rdir = workdir / f"s{seed}"
-        done = rdir / "results.json"
-        if done.exists():
-            res = json.loads(done.read_text(encoding="utf-8"))
-            if res["config"] != c.to_dict():
-                raise ValueError(f"{rdir} holds a finished run of another config; choose a new "
-                                 "--workdir")
-        else:
-            res = train_and_evaluate(c, rdir)
-        results.append(res)
+        results.append(train_or_read(train_and_evaluate, c, workdir / f"s{seed}"))
     summary = summarize(results)
     if jax.process_index() == 0:
         write_json(workdir / "sweep.json", {"experiment": name, "seeds": list(seeds),

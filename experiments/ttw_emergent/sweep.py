@@ -13,7 +13,6 @@ sampled bits) and of test full-task success, beside the bounds.
 """
 from __future__ import annotations
 
-import json
 from typing import Sequence
 
 import jax
@@ -21,6 +20,7 @@ import ml_collections
 import numpy as np
 
 from experiments.ttw_emergent import train
+from experiments.sweep import train_or_read
 from experiments.ttw_emergent.configs.discrete import make_discrete
 from ttw_jax.core import paths
 from ttw_jax.core.train.workdir import write_json
@@ -46,15 +46,8 @@ def run_sweep(config: ml_collections.ConfigDict, workdir: paths.PathLike, seeds:
         for comm in comms:
             for seed in seeds:
                 c = run_config(config, model, comm, seed)
-                rdir = workdir / f"{model}_{comm}_s{seed}"
-                done = rdir / "results.json"
-                if done.exists():
-                    res = json.loads(done.read_text(encoding="utf-8"))
-                    if res["config"] != c.to_dict():
-                        raise ValueError(f"{rdir} holds a finished run with another config; "
-                                         "choose a new --workdir")
-                else:
-                    res = train.train_and_evaluate(c, rdir)
+                res = train_or_read(train.train_and_evaluate, c,
+                                    workdir / f"{model}_{comm}_s{seed}")
                 runs.setdefault(f"{model}, {comm}", []).append(res)
     summary = {name: summarize(rs) for name, rs in runs.items()}
     if jax.process_index() == 0:
