@@ -7,32 +7,39 @@ checkpoints with orbax (a killed run resumes with identical results), stops earl
 split's `eval.metric` of the full cascaded task, then reports the task metrics of the best
 parameters on every evaluation split (overall and per turn, both CTC rules) beside
 the baselines, the assembly after perfect navigation (the paper's Table 6) when
-`eval.perfect_navigation`, the parameter counts, and draws `trajectories.png` (dev instances).
+`eval.perfect_navigation`, the parameter counts, writes `predictions_<split>.json` per evaluated
+split (each instance's paths, pick-up and placement; `ttw_jax.arramon.predictions`, scored back
+by `python -m experiments.arramon.score`) and draws `trajectories.png` (dev instances).
 """
 from __future__ import annotations
 
+import os
 import zlib
 from typing import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 import ml_collections
+import numpy as np
 from flax.training import train_state
 
 from ttw_jax.core import paths
 from ttw_jax.arramon import (dataset as arramon_data, episodes as ae, evaluation as arr_eval,
-                             figures, metrics as arramon_metrics, records as arramon_records,
-                             views as arramon_view)
-from ttw_jax.arramon.losses import imitation_loss
+                             figures, metrics as arramon_metrics, predictions,
+                             records as arramon_records, views as arramon_view)
+from ttw_jax.arramon import features as arramon_features, losses
 from ttw_jax.arramon.model import PhaseAgent, num_params
+from ttw_jax.core.chunks import map_in_chunks
+from ttw_jax.core.stream import BatchStream
 from ttw_jax.core.train import data_parallel as dp
-from ttw_jax.core.train.run import (EVAL, INIT, Run, check_eval, evaluate_best, make_optimizer,
+from ttw_jax.core.train.run import (EVAL, INIT, STEPS, Run, check_eval, make_optimizer,
                                     mean_over_seeds, seed_keys, splits)
-from ttw_jax.core.vocab import Vocabulary
+from ttw_jax.core.vocab import Vocabulary, token_limit
 
 RESUMABLE_CHANGES = ("patience", "eval.batch_size", "eval.baselines", "eval.baseline_seeds",
                      "eval.perfect_navigation", "eval.num_figures",
-                     "data.eval_splits", "data.tfds_dir", "data.manual_dir")
+                     "data.eval_splits", "data.tfds_dir", "data.manual_dir",
+                     "data.features_dir", "data.features_cache", "data.stream_threads")
 MODELS = ("vl", "vo", "lo")
 MODES = ("train", "baselines")
 # random: the uniform random walk; shortest_path: the ground truth's actions in both phases
@@ -41,7 +48,34 @@ BASELINES = ("random", "shortest_path")
 REMOVED_BASELINES = {"random_by_distance": "every result now holds both CTC rules: `random` "
                                            "under eval.ctc_rule, and {metric}_distance / "
                                            "{metric}_strict"}
-PAPER_RANDOM = {"navi_ndtw": 0.045, "ctc3": 0.030, "ctc5": 0.054, "ctc7": 0.092}  # Kim et al. 2020
+# Kim et al. 2020, Table 2 (val_seen, val_unseen) and Table 3 (test_unseen): English data, the
+# paper's CTC rule; metrics in the order navi_ndtw, ctc0, ctc3, ctc5, ctc7, rpod, ptc (None: "-").
+_PAPER_NAMES = ("navi_ndtw", "ctc0", "ctc3", "ctc5", "ctc7", "rpod", "ptc")
+_PAPER_ROWS = {
+    "val_seen": {"vl": (0.135, 0.000, 0.098, 0.149, 0.200, 0.058, 0.044),
+                 "vo": (0.055, 0.000, 0.043, 0.062, 0.087, 0.008, 0.001),
+                 "lo": (0.110, 0.000, 0.044, 0.095, 0.147, 0.023, 0.017),
+                 "random": (0.045, 0.000, 0.030, 0.054, 0.092, 0.005, 0.001),
+                 "shortest_path": (1.0, None, 1.0, 1.0, 1.0, None, None)},
+    "val_unseen": {"vl": (0.109, 0.000, 0.062, 0.108, 0.153, 0.036, 0.028),
+                   "vo": (0.043, 0.000, 0.031, 0.057, 0.085, 0.007, 0.002),
+                   "lo": (0.105, 0.000, 0.029, 0.068, 0.126, 0.017, 0.013),
+                   "random": (0.045, 0.000, 0.024, 0.043, 0.075, 0.005, 0.001),
+                   "shortest_path": (1.0, None, 1.0, 1.0, 1.0, None, None)},
+    "test_unseen": {"vl": (0.114, 0.000, 0.082, 0.122, 0.168, 0.047, 0.035)},
+}
+PAPER = {split: {agent: dict(zip(_PAPER_NAMES, row)) for agent, row in rows.items()}
+         for split, rows in _PAPER_ROWS.items()}
+PAPER_LABELS = {"vl": "V/L", "vo": "V/O", "lo": "L/O", "random": "R/W", "shortest_path": "S/P"}
+
+
+def paper_rows(tfds_config: str, split: str, agents) -> dict[str, dict]:
+    """{agent: the paper's row} for the evaluated `split` and the `agents` that have one: the
+    English release's val_seen / val_unseen (Table 2) and test_unseen (Table 3, V/L only);
+    nothing for synthetic or Hindi data, partitions, or splits the paper does not report."""
+    if tfds_config != "english":
+        return {}
+    return {a: PAPER[split][a] for a in agents if a in PAPER.get(split, {})}
 PARTITIONS = ("partition_train", "partition_dev", "partition_test")
 NUM_TYPES = len(arramon_records.TYPES)
 NUM_ATTRS = (ae.NUM_ATTRIBUTES[0], ae.NUM_ATTRIBUTES[1],
@@ -60,10 +94,9 @@ def partition(records: Sequence[dict], fractions: Sequence[float]) -> dict[str, 
     return out
 
 
-def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
-    """Vocabulary, padded episodes and walkable maps of every split the config names."""
-    d = config.data
-    wanted = sorted({d.train_split, d.dev_split, *splits(d.eval_splits)})
+def load_records(d: ml_collections.ConfigDict, wanted) -> tuple[dict, dict]:
+    """({split: instances} for the `wanted` splits of config.data `d` (partitions included),
+    {split: the split whose walkable map it uses})."""
     sources = sorted({s for s in wanted if s not in PARTITIONS}
                      | ({d.partition_split} if d.partition_split else set()))
     records = arramon_data.load_split_records(d.tfds_config, sources, tfds_dir=d.tfds_dir or None,
@@ -74,12 +107,23 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
         walk_source.update({p: d.partition_split for p in PARTITIONS})
     elif any(s in PARTITIONS for s in wanted):
         raise ValueError("partition_* splits need config.data.partition_split")
+    return records, walk_source
+
+
+def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
+    """Vocabulary, padded episodes and walkable maps of every split the config names."""
+    d = config.data
+    wanted = sorted({d.train_split, d.dev_split, *splits(d.eval_splits)})
+    records, walk_source = load_records(d, wanted)
     vocab = Vocabulary.load_or_build(
         paths.resolve(workdir) / "vocab.json",
         (s for r in records[d.train_split] for key in ("navi_inst_gt", "assem_inst_gt")
          for s in r["instructions"][key]), save=jax.process_index() == 0)
     # The walkable map belongs to the source split (a partition shares its split's map).
     maps = {s: ae.walkable_for(records[s]) for s in sorted(set(walk_source[w] for w in wanted))}
+    max_tokens = token_limit(d.max_tokens, (t for s in wanted for r in records[s]
+                                            for key in ("navi_inst_gt", "assem_inst_gt")
+                                            for t in r["instructions"][key]))
     episodes, walkable = {}, {}
     for s in wanted:
         src = walk_source[s]
@@ -87,23 +131,78 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
         if src != s:                  # a partition: map indices of its records in the source
             pos = {id(r): i for i, r in enumerate(records[src])}
             index = index[[pos[id(r)] for r in records[s]]]
-        episodes[s] = ae.episodes(records[s], vocab, d.max_tokens, d.max_objects, index)
+        episodes[s] = ae.episodes(records[s], vocab, max_tokens, d.max_objects, index,
+                                  truncation(config))
         walkable[s] = walk
-    return dict(vocab=vocab, episodes=episodes, walkable=walkable)
+        if uses_features(config):
+            add_features(episodes[s], walk, records[s], d)
+    return dict(vocab=vocab, episodes=episodes, walkable=walkable,
+                records={s: records[s] for s in wanted})
+
+
+def truncation(config: ml_collections.ConfigDict) -> str:
+    """How an instruction longer than `data.max_tokens` is treated: nothing reads the text in
+    `baselines` mode ("ignore"); the release's instructions are never cut ("error", naming the
+    longest); synthetic ones are cut with a warning."""
+    if config.mode == "baselines":
+        return "ignore"
+    return "warn" if config.data.tfds_config == "synthetic" else "error"
+
+
+def uses_features(config: ml_collections.ConfigDict) -> bool:
+    """Does the run read the release's recorded image features (`data.features_dir`, a model
+    with vision)? L/O and the baselines see nothing."""
+    return bool(config.data.features_dir) and config.mode == "train" and config.model.name != "lo"
+
+
+def add_features(ep: dict, walkable, records: Sequence[dict], d: ml_collections.ConfigDict):
+    """Adds a split's recorded features to its episodes (`ttw_jax.arramon.features`): per
+    phase `{phase}_feats` [N, 2, T, 49, 2048] float16 (rows read from the packed cache when
+    indexed), `{phase}_feat_pose` [N, 2, T, 3] and `{phase}_recorded` [N, 2, T], T the split's
+    padded action length; keeps the packed store as `_packed`."""
+    cache = d.features_cache or os.path.join(
+        d.tfds_dir or os.path.expanduser("~/tensorflow_datasets"), "arramon_features")
+    packed = arramon_features.pack(d.features_dir, records,
+                                   {"navi": ep["navi_len"], "assem": ep["assem_len"]}, cache,
+                                   d.missing_feature, progress=jax.process_index() == 0)
+    poses = arramon_features.demonstration_poses(walkable, ep)
+    for phase in arramon_features.PHASES:
+        horizon = ep[f"{phase}_actions"].shape[-1]
+        ep[f"{phase}_feats"] = packed.episode_rows(phase, horizon)
+        ep[f"{phase}_feat_pose"] = poses[phase]
+        ep[f"{phase}_recorded"] = packed.recorded_mask(phase, horizon)
+    ep["_packed"] = packed
+
+
+def feature_turn_examples(ep: dict) -> dict:
+    """`episodes.turn_examples` of a split with features, plus `{phase}_feats` [2N, T, 49,
+    2048] rows (read on indexing) for teacher forcing over the recorded views."""
+    ex = ae.turn_examples({k: v for k, v in ep.items() if not k.startswith("_")})
+    for phase in arramon_features.PHASES:
+        ex[f"{phase}_feats"] = ep["_packed"].turn_rows(phase, ep[f"{phase}_actions"].shape[-1])
+    return ex
+
+
+TF_KEYS = tuple(f"{p}_{k}" for p in arramon_features.PHASES
+                for k in ("tokens", "token_len", "actions", "len", "feats"))
 
 
 def build_models(config: ml_collections.ConfigDict, vocab_size: int):
     m = config.model
+    visual = "features" if uses_features(config) else "symbolic"
     make = lambda: PhaseAgent(vocab_size, NUM_ATTRS, m.name, m.embed_dim, m.action_dim, m.hidden,
-                              m.dropout, m.logits_from_state)
+                              m.dropout, m.logits_from_state, visual)
     return make(), make()
 
 
 def init_params(models, key: jax.Array) -> dict:
     b, t, m = 2, 2, 3
-    args = (jnp.ones((b, 4), jnp.int32), jnp.full((b,), 4, jnp.int32),
-            jnp.zeros((b, t, m, 3), jnp.int32), jnp.zeros((b, t, m, arramon_view.GEO_DIM)),
-            jnp.ones((b, t, m), bool), jnp.zeros((b, t), jnp.int32))
+    view = ((jnp.zeros((b, t, 49, arramon_features.FEATURE_SHAPE[-1])), jnp.ones((b, t, 49), bool))
+            if models[0].visual == "features" else
+            (jnp.zeros((b, t, m, 3), jnp.int32), jnp.zeros((b, t, m, arramon_view.GEO_DIM)),
+             jnp.ones((b, t, m), bool)))
+    args = (jnp.ones((b, 4), jnp.int32), jnp.full((b,), 4, jnp.int32), view,
+            jnp.zeros((b, t), jnp.int32))
     k_nav, k_assem = jax.random.split(key)
     init = jax.jit(models[0].init)        # the two modules are alike: one compiled init
     return {"navi": init(k_nav, *args), "assem": init(k_assem, *args)}
@@ -137,6 +236,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     arramon_metrics.check_rule(config.eval.ctc_rule)
     if not 0.0 <= config.student_forcing <= 1.0:
         raise ValueError(f"student_forcing must be in [0, 1], got {config.student_forcing}")
+    if config.data.require_features and not config.data.features_dir:
+        raise ValueError("this config is the paper's recipe, which reads the release's image "
+                         "features: set --config.data.features_dir to the folder holding "
+                         f"{arramon_features.POS_DIR}/pos_<mapId>.json and "
+                         f"{arramon_features.VFEAT_DIR}/vfeat_<mapId>_<tag>.npy. "
+                         + arramon_features.HINT)
+    if uses_features(config) and config.student_forcing:
+        raise ValueError("student_forcing needs the simulator's views; the recorded features "
+                         "exist only along the demonstrations (set student_forcing=0 with "
+                         "data.features_dir)")
     baselines = baseline_rollouts(config)
     run = Run.start(config, workdir, RESUMABLE_CHANGES)
     data = load_data(config, workdir)
@@ -145,7 +254,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     def run_split(rollout, consts, split, key=None, keep_episodes=False, first=None):
         episodes = data["episodes"][split]
         if first is not None:
-            episodes = {k: v[:first] for k, v in episodes.items()}
+            episodes = {k: v[:first] for k, v in episodes.items() if not k.startswith("_")}
         ev = arr_eval.evaluate(rollout, data["walkable"][split], consts, episodes,
                                run.key(EVAL) if key is None else key, config.eval.batch_size)
         return ev if keep_episodes else {k: v for k, v in ev.items() if k != "episodes"}
@@ -170,11 +279,27 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     state = train_state.TrainState.create(apply_fn=models[0].apply,
                                           params=init_params(models, run.key(INIT)),
                                           tx=make_optimizer(config.optim, config.num_steps))
-    train_walk = run.replicate(data["walkable"][d.train_split])
-    loss_fn = imitation_loss(*models, NUM_TYPES, config.student_forcing, config.train_horizon)
-    train_step = dp.make_train_step(loss_fn, run.mesh, num_consts=1)
-    sample = dp.episode_sampler(ae.turn_examples(data["episodes"][d.train_split]),
-                                config.batch_size, run.mesh)
+    stream = None
+    if uses_features(config):
+        # Teacher forcing over the recorded views (main_nosim.py): no simulator; the rows are
+        # streamed from the packed float16 cache by grain's threads (checkpointed position).
+        train_step = dp.make_train_step(losses.feature_imitation_loss(*models), run.mesh)
+        stream = BatchStream.of_rows(feature_turn_examples(data["episodes"][d.train_split]),
+                                     TF_KEYS, config.batch_size, config.seed,
+                                     d.stream_threads)
+        step_key = run.key(STEPS)
+
+        def step_fn(state, step):
+            batch = dp.shard_process_local(next(stream), run.mesh)
+            return train_step(state, batch, jax.random.fold_in(step_key, step))
+    else:
+        train_walk = run.replicate(data["walkable"][d.train_split])
+        loss_fn = losses.imitation_loss(*models, NUM_TYPES, config.student_forcing,
+                                        config.train_horizon)
+        train_step = dp.make_train_step(loss_fn, run.mesh, num_consts=1)
+        sample = dp.episode_sampler(ae.turn_examples(data["episodes"][d.train_split]),
+                                    config.batch_size, run.mesh)
+        step_fn = run.step_fn(train_step, sample, train_walk)
     agent_nav, agent_assem = arr_eval.agent_factories(*models, NUM_TYPES)
     agent = arr_eval.make_task_rollout((agent_nav, agent_assem), config.eval.horizon,
                                        config.eval.ctc_rule)
@@ -192,17 +317,32 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                               for k, v in ev.pop("episodes").items()}
         return ev
 
-    state, best_params, meta = run.fit(state, run.step_fn(train_step, sample, train_walk),
-                                       dev_eval, hooks=(note_step, *hooks))
+    state, best_params, meta = run.fit(state, step_fn, dev_eval, hooks=(note_step, *hooks),
+                                       data=stream)
     results.update(best_step=meta["best_step"], last_step=meta["step"],
                    num_params={**{k: num_params(v) for k, v in best_params.items()},
                                "total": num_params(best_params)})
+    def teacher_forced(params, split):
+        per = map_in_chunks(lambda b, _: tf_accuracy(params, b),
+                            feature_turn_examples(data["episodes"][split]), TF_KEYS,
+                            config.eval.batch_size, run.key(EVAL))
+        return {k: float(np.mean(v)) for k, v in per.items()}
+
+    tf_accuracy = losses.teacher_forced_accuracy(*models) if uses_features(config) else None
     perfect_nav = arr_eval.make_task_rollout((arr_eval.gold_navigation_factory, agent_assem),
                                              config.eval.horizon, config.eval.ctc_rule)
     for split in splits(d.eval_splits):
-        results[split] = {config.model.name: evaluate_best(
-                              meta, split, d.dev_split,
-                              lambda: run_split(agent, best_params, split)),
+        # The same program, parameters and key as the dev evaluations: the dev split's numbers
+        # equal fit's at the best step; the per-instance outcomes go to the predictions file.
+        ev = run_split(agent, best_params, split, keep_episodes=True)
+        if jax.process_index() == 0:
+            predictions.write_predictions(
+                run.workdir / f"predictions_{split}.json",
+                predictions.predictions(data["records"][split], ev.pop("episodes")))
+        ev.pop("episodes", None)
+        if uses_features(config):   # how well it imitates along the recorded demonstrations
+            ev.update(teacher_forced(best_params, split))
+        results[split] = {config.model.name: ev,
                           "episodes": len(data["episodes"][split]["psi0"]),
                           **baseline_results(split)}
         if config.eval.perfect_navigation:
@@ -248,13 +388,23 @@ def format_results(results: dict) -> str:
             if any(m[a] != m[n] for a, n in zip(alt, names)):
                 lines.append(_row(f"{split} {agent} ({other})", m, names, alt))
         agent = results["agent"]
+        if agent in res and "navi_tf_accuracy" in res[agent]:
+            m = res[agent]
+            lines.append(f"{split} {agent}: teacher-forced action accuracy along the recorded "
+                         f"demonstrations: navigation {m['navi_tf_accuracy']:.4f}, assembly "
+                         f"{m['assem_tf_accuracy']:.4f} (rollouts above see the nearest "
+                         "recorded pose's features)")
         if agent in res:
             for t in range(2):
                 lines.append(_row(f"{split} {agent} turn {t + 1} ({rule})", res[agent], names,
                                   [f"{n}_{t}" for n in names]))
-    if "best_step" not in results:
-        lines.append(f"{'paper: random walk (distance)':34s} " + " ".join(
-            f"{PAPER_RANDOM[n]:10.4f}" if n in PAPER_RANDOM else " " * 10 for n in names))
+    tfds_config = results["config"]["data"]["tfds_config"]
+    for split, res in results.items():
+        if isinstance(res, dict) and "episodes" in res:
+            for agent, row in paper_rows(tfds_config, split, res).items():
+                lines.append(f"{f'paper {split} {PAPER_LABELS[agent]} (Kim et al. 2020)':34s} "
+                             + " ".join(f"{row[n]:10.4f}" if row.get(n) is not None
+                                        else " " * 10 for n in names))
     if "num_params" in results:
         p = results["num_params"]
         lines.append(f"trainable parameters: {p['total']:,} (navigation {p['navi']:,}, "

@@ -26,9 +26,9 @@ def _model(kind, vocab=20):
 def _inputs(b=3, t=4, m=5, l=6):
     rng = np.random.default_rng(0)
     return (jnp.asarray(rng.integers(2, 20, (b, l))), jnp.array([6, 3, 1][:b]),
-            jnp.asarray(rng.integers(0, 3, (b, t, m, 3))),
-            jnp.asarray(rng.normal(size=(b, t, m, 4)), jnp.float32),
-            jnp.asarray(rng.random((b, t, m)) < 0.5), jnp.asarray(rng.integers(0, 5, (b, t))))
+            (jnp.asarray(rng.integers(0, 3, (b, t, m, 3))),
+             jnp.asarray(rng.normal(size=(b, t, m, 4)), jnp.float32),
+             jnp.asarray(rng.random((b, t, m)) < 0.5)), jnp.asarray(rng.integers(0, 5, (b, t))))
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -74,8 +74,8 @@ def test_parameter_counts_at_the_paper_sizes(kind):
     want = common + head + {"vl": words + vision + cross, "vo": vision, "lo": words}[kind]
     model = PhaseAgent(774, ATTRS, kind)
     b, t, m = 1, 1, 2
-    args = (jnp.ones((b, 3), jnp.int32), jnp.full((b,), 3), jnp.zeros((b, t, m, 3), jnp.int32),
-            jnp.zeros((b, t, m, 4)), jnp.ones((b, t, m), bool), jnp.zeros((b, t), jnp.int32))
+    args = (jnp.ones((b, 3), jnp.int32), jnp.full((b,), 3), (jnp.zeros((b, t, m, 3), jnp.int32),
+            jnp.zeros((b, t, m, 4)), jnp.ones((b, t, m), bool)), jnp.zeros((b, t), jnp.int32))
     shapes = jax.eval_shape(model.init, jax.random.key(0), *args)
     assert num_params(shapes) == want
     # Two modules (navigation, assembly): V/L 1,309,850, V/O 207,752, L/O 1,104,024 against the
@@ -85,17 +85,32 @@ def test_parameter_counts_at_the_paper_sizes(kind):
     assert 2 * want == {"vl": 1_309_850, "vo": 207_752, "lo": 1_104_024}[kind]
 
 
+@pytest.mark.parametrize("kind, official", [("vl", 1_829_788), ("vo", 726_410)])
+def test_parameter_counts_with_the_release_features(kind, official):
+    # The official 2048 -> 128 projection of the feature map (projection_vfeat) replaces the
+    # symbolic entity encoder; the rest as above. Against the official counts: PyTorch's second
+    # LSTM bias (512 per LSTM: 2 per V/L module, 1 per V/O module) and the fifth logit.
+    model = PhaseAgent(774, ATTRS, kind, visual="features")
+    b, t = 1, 1
+    args = (jnp.ones((b, 3), jnp.int32), jnp.full((b,), 3),
+            (jnp.zeros((b, t, 49, 2048)), jnp.ones((b, t, 49), bool)), jnp.zeros((b, t), jnp.int32))
+    shapes = jax.eval_shape(model.init, jax.random.key(0), *args)
+    lstms, head_in = (2, 385) if kind == "vl" else (1, 257)
+    assert 2 * num_params(shapes) == official - 2 * (lstms * 512 + head_in)
+    assert "project_features" in shapes["params"] and "null" not in shapes["params"]
+
+
 def test_padding_and_invisible_entities_do_not_matter():
     model = _model("vl")
-    tokens, lengths, attrs, geo, visible, prev = _inputs()
-    params = jax.jit(model.init)(jax.random.key(0), tokens, lengths, attrs, geo, visible, prev)
+    tokens, lengths, (attrs, geo, visible), prev = _inputs()
+    params = jax.jit(model.init)(jax.random.key(0), tokens, lengths, (attrs, geo, visible), prev)
     apply = jax.jit(model.apply)
-    base = apply(params, tokens, lengths, attrs, geo, visible, prev)
+    base = apply(params, tokens, lengths, (attrs, geo, visible), prev)
     pad = jnp.arange(tokens.shape[1])[None] >= lengths[:, None]
     tokens2 = jnp.where(pad, 7, tokens)                        # change padded words
     geo2 = jnp.where(visible[..., None], geo, 5.0)             # change invisible entities
     attrs2 = jnp.where(visible[..., None], attrs, 1)
-    other = apply(params, tokens2, lengths, attrs2, geo2, visible, prev)
+    other = apply(params, tokens2, lengths, (attrs2, geo2, visible), prev)
     np.testing.assert_allclose(np.asarray(other), np.asarray(base), atol=1e-5)
 
 

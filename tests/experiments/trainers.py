@@ -118,7 +118,6 @@ def _arramon(tfds_dir):
     c.batch_size, c.num_steps, c.eval_every, c.log_every, c.patience = 16, 8, 4, 4, 100
     c.eval.horizon = 40
     c.data.tfds_dir = tfds_dir
-    c.data.max_tokens = 32                 # the synthetic instructions hold <= 29 tokens
     c.data.dev_split = c.data.eval_splits = "val_unseen"
     c.eval.batch_size = 200
     c.eval.perfect_navigation = False      # one program less to compile (the beats-random run
@@ -155,7 +154,7 @@ TRAINERS = {t.name: t for t in (
     Trainer("arramon", _arramon, (4, 8), crash_after=7, checkpoints_at_crash=("4",),
             changed=("model.name", "lo", "model.name: 'vl' -> 'lo'"), xla_optimized=True,
             outputs=("results.json", "config.json", "metrics.jsonl", "vocab.json",
-                     "trajectories.png")),
+                     "trajectories.png", "predictions_val_unseen.json")),
 )}
 
 

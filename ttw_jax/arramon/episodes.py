@@ -94,7 +94,8 @@ def _pad(rows: list[np.ndarray], length: int, fill=0, dtype=np.float32) -> np.nd
 
 
 def episodes(records: Sequence[dict], vocab: Vocabulary, max_tokens: int = 100,
-             max_objects: int = 8, map_index: Sequence[int] | None = None) -> dict:
+             max_objects: int = 8, map_index: Sequence[int] | None = None,
+             truncate: str = "warn") -> dict:
     """Padded arrays of N instances (axis 1 of the per-turn arrays is the turn):
 
     start [N, 2] (x, z), psi0 [N] float32 radians, turn_heading [N, 2] int32, map_index [N];
@@ -104,7 +105,9 @@ def episodes(records: Sequence[dict], vocab: Vocabulary, max_tokens: int = 100,
     navi_path_len [N, 2]; assem_actions, assem_len, assem_path (world (x, z)), assem_path_len;
     target_pos [N, 2, 3] (x, y, z); assem_target [N, 2, 3] (gx, level, gz);
     navi_tokens / assem_tokens [N, 2, max_tokens] with navi_token_len / assem_token_len [N, 2].
-    Action arrays are padded with PICK; paths with their last point.
+    Action arrays are padded with PICK; paths with their last point. An instruction longer
+    than `max_tokens` is cut with a warning, or refused (`truncate="error"`, naming the longest;
+    `Vocabulary.encode`).
     """
     n = len(records)
     out: dict[str, np.ndarray] = {}
@@ -148,7 +151,8 @@ def episodes(records: Sequence[dict], vocab: Vocabulary, max_tokens: int = 100,
             [_pad([np.concatenate([p, np.repeat(p[-1:], p_max - len(p), 0)]) for p in pair],
                   p_max) for pair in paths])
         texts = [s for r in records for s in r["instructions"][f"{key}_inst_gt"]]
-        tokens, lengths = vocab.encode(texts, max_tokens, "instructions (data.max_tokens)")
+        tokens, lengths = vocab.encode(texts, max_tokens, f"{key} instructions (data.max_tokens)",
+                                       truncate)
         out[f"{phase}_tokens"] = tokens.reshape(n, 2, max_tokens)
         out[f"{phase}_token_len"] = lengths.reshape(n, 2)
     out["target_pos"] = np.array([r["gt_objects_pos"]["navi_obj_pos_gt"] for r in records],

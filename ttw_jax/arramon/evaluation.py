@@ -30,6 +30,11 @@ EPISODE_KEYS = ("start", "psi0", "turn_heading", "map_index", "objects", "object
                 "assem_path", "assem_path_len", "target_pos", "assem_target", "navi_tokens",
                 "navi_token_len", "assem_tokens", "assem_token_len", "navi_actions",
                 "assem_actions")
+# With the release's recorded features (`features`, `model.visual == "features"`): per phase the
+# views [N, 2, T, 49, 2048], the recorded poses [N, 2, T, 3] and which steps were recorded.
+FEATURE_KEYS = tuple(f"{p}_{k}" for p in ("navi", "assem")
+                     for k in ("feats", "feat_pose", "recorded"))
+EPISODE_KEYS += FEATURE_KEYS
 METRICS = ("navi_ndtw", "ctc0", "ctc3", "ctc5", "ctc7", "assem_ndtw", "rpod", "ptc")
 RULE_METRICS = ("ctc0", "ctc3", "ctc5", "ctc7", "rpod", "ptc")     # depend on the CTC rule
 
@@ -77,8 +82,10 @@ def make_task_rollout(factories: tuple[PolicyFactory, PolicyFactory],
     policy factories get the phase's params (the walkable map, `env.ASSEMBLY`), `consts` and
     each turn's batch: the keys of `episodes.turn_examples`, plus `turn` [B]. Names: METRICS
     (under `rule`), `{m}_{rule}` for m in RULE_METRICS and both rules, `navi_steps`, and for
-    figures the agent's paths `navi_xz` [B, horizon + 1, 2] / `navi_xz_len` [B] (world (x, z)),
-    `assem_cell` [B, horizon + 1, 2] / `assem_cell_len` (grid (gx, gz)) and `placed` [B, 3]."""
+    figures and predictions files the agent's paths `navi_xz` [B, horizon + 1, 2] /
+    `navi_xz_len` [B] and `assem_xz` / `assem_xz_len` (world (x, z)), `assem_cell`
+    [B, horizon + 1, 2] / `assem_cell_len` (grid (gx, gz)), `picked` [B] (object index, -1
+    none) and `pick_auto` [B] (by the fallback), `placed` [B, 3] and `place_auto` [B]."""
     am.check_rule(rule)
     nav_factory, assem_factory = factories
 
@@ -95,8 +102,9 @@ def make_task_rollout(factories: tuple[PolicyFactory, PolicyFactory],
             turn.update(start=start, heading=heading, present=present, heights=heights,
                         grid_attrs=grid_attrs, turn=jnp.full(start.shape[:1], t, jnp.int32))
             for key in ("navi_tokens", "navi_token_len", "assem_tokens", "assem_token_len",
-                        "navi_actions", "assem_actions"):
-                turn[key] = batch[key][:, t]
+                        "navi_actions", "assem_actions") + FEATURE_KEYS:
+                if key in batch:
+                    turn[key] = batch[key][:, t]
             final, traj = _phase(env.step_navigation, env.finish_navigation, walkable,
                                  navigation_start(walkable, turn), nav_factory, consts, turn,
                                  k_nav, horizon)
@@ -105,16 +113,18 @@ def make_task_rollout(factories: tuple[PolicyFactory, PolicyFactory],
             out[f"navi_ndtw_{t}"] = am.ndtw(path, path_len, batch["navi_path"][:, t],
                                             batch["navi_path_len"][:, t])
             out[f"navi_steps_{t}"] = final.num_steps
+            out[f"picked_{t}"], out[f"pick_auto_{t}"] = final.picked, final.auto
 
             placed, traj = _phase(env.step_assembly, env.finish_assembly, env.ASSEMBLY,
                                   assembly_start(env.ASSEMBLY, turn), assem_factory, consts,
                                   turn, k_assem, horizon)
             path, path_len = env.path_of(traj, placed)
+            out[f"assem_xz_{t}"], out[f"assem_xz_len_{t}"] = path, path_len
             out[f"assem_ndtw_{t}"] = am.ndtw(path, path_len, batch["assem_path"][:, t],
                                              batch["assem_path_len"][:, t])
             cells, cells_len = compact_path(traj.state.cell, placed.cell)
             out[f"assem_cell_{t}"], out[f"assem_cell_len_{t}"] = cells, cells_len
-            out[f"placed_{t}"] = placed.placed
+            out[f"placed_{t}"], out[f"place_auto_{t}"] = placed.placed, placed.auto
             for r in am.CTC_RULES:
                 ctc = am.ctc(final.position, batch["target_pos"][:, t], final.picked == t,
                              final.auto, rule=r)

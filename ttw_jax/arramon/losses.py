@@ -12,7 +12,7 @@ from ttw_jax.arramon import env
 from ttw_jax.arramon.episodes import assembly_start, navigation_start
 from ttw_jax.arramon.expert import batch_expert
 from ttw_jax.arramon.model import (PhaseAgent, assembly_policy, navigation_policy,
-                                   navigation_student_policy)
+                                   navigation_student_policy, teacher_forced_logits)
 from ttw_jax.core.env import rollout
 
 
@@ -77,3 +77,50 @@ def imitation_loss(nav_model: PhaseAgent, assem_model: PhaseAgent, num_types: in
         return loss, {"loss": loss, "navi_ce": nav_ce, "assem_ce": assem_ce,
                       "navi_accuracy": nav_acc, "assem_accuracy": assem_acc}
     return loss_fn
+
+
+def feature_imitation_loss(nav_model: PhaseAgent, assem_model: PhaseAgent):
+    """loss_fn(params, batch, rng) -> (mean of navigation and assembly CE, metrics) of teacher
+    forcing over the release's recorded views (`batch["navi_feats"]` / `["assem_feats"]`
+    [B, T, 49, 2048], `features.PackedFeatures.turn_rows`), without the simulator: the official
+    `main_nosim.py`. Each module's loss is its per-episode mean over the demonstrated steps."""
+    def phase(model, params, batch, name, key):
+        logits = teacher_forced_logits(model, params, batch[f"{name}_tokens"],
+                                       batch[f"{name}_token_len"], batch[f"{name}_feats"],
+                                       batch[f"{name}_actions"], key)
+        return _imitation(logits, batch[f"{name}_actions"], batch[f"{name}_len"])
+
+    def loss_fn(params, batch, rng):
+        k_nav, k_assem = jax.random.split(rng)
+        nav_ce, nav_acc = phase(nav_model, params["navi"], batch, "navi", k_nav)
+        assem_ce, assem_acc = phase(assem_model, params["assem"], batch, "assem", k_assem)
+        loss = (nav_ce + assem_ce) / 2
+        return loss, {"loss": loss, "navi_ce": nav_ce, "assem_ce": assem_ce,
+                      "navi_accuracy": nav_acc, "assem_accuracy": assem_acc}
+    return loss_fn
+
+
+def teacher_forced_accuracy(nav_model: PhaseAgent, assem_model: PhaseAgent):
+    """accuracy(params, batch) -> {navi_tf_accuracy, assem_tf_accuracy, navi_tf_ce,
+    assem_tf_ce}: [B] per-episode means over the demonstrated steps of a batch of
+    `feature_imitation_loss`'s keys (no dropout)."""
+    def phase(model, params, batch, name):
+        logits = teacher_forced_logits(model, params, batch[f"{name}_tokens"],
+                                       batch[f"{name}_token_len"], batch[f"{name}_feats"],
+                                       batch[f"{name}_actions"])
+        gold = batch[f"{name}_actions"].T
+        mask = (jnp.arange(gold.shape[0])[:, None] < batch[f"{name}_len"][None]).astype(
+            jnp.float32)
+        weight = mask / jnp.maximum(jnp.sum(mask, 0), 1.0)
+        ce = optax.softmax_cross_entropy_with_integer_labels(logits, gold)
+        acc = (jnp.argmax(logits, -1) == gold).astype(jnp.float32)
+        return jnp.sum(acc * weight, 0), jnp.sum(ce * weight, 0)
+
+    @jax.jit
+    def accuracy(params, batch):
+        out = {}
+        for name, model in (("navi", nav_model), ("assem", assem_model)):
+            out[f"{name}_tf_accuracy"], out[f"{name}_tf_ce"] = phase(model, params[name], batch,
+                                                                     name)
+        return out
+    return accuracy

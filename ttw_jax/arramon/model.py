@@ -3,10 +3,13 @@ and its vision-only / language-only ablations.
 
 One `PhaseAgent` per phase (navigation and assembly keep separate parameters); per step t:
 - Words: 300-d embeddings and an LSTM (hidden 128): L [B, l, 128] (eqs. 1-2).
-- Vision: each entity of the egocentric view (`ttw_jax.arramon.views`) is the sum of its
-  pattern / colour / type embeddings and a projection of its geometry; a learned null entity is
-  always present, so an empty view is still attendable: V_t [B, M + 1, 128]. (The paper projects
-  a ResNet's 7 x 7 x 2048 feature map; the simulator here renders no images.)
+- Vision (`visual`): "symbolic", each entity of the simulator's egocentric view
+  (`ttw_jax.arramon.views`) is the sum of its pattern / colour / type embeddings and a
+  projection of its geometry, with a learned null entity always present so that an empty view
+  is still attendable: V_t [B, M + 1, 128]; or "features", the paper's and the official code's:
+  the 7 x 7 cells of the release's ResNet feature map of the agent's view, each projected
+  linearly 2048 -> 128 (the official `projection_vfeat`): V_t [B, 49, 128]
+  (`ttw_jax.arramon.features` reads them).
 - Action state: h_t = LSTM(Emb_A(a_{t-1}), h_{t-1}), 64-d action embeddings (eq. 3).
 - Cross-Attn (eqs. 4, 7-11, BiDAF): S_ij = W_s^T (V_i * L_j) (+ a bias, as the official
   `attention_cross`); V-bar = softmax_i(S)^T V, L-hat = W_L^T [L; V-bar; L * V-bar];
@@ -17,7 +20,9 @@ One `PhaseAgent` per phase (navigation and assembly keep separate parameters); p
 - `kind`: 'vl' (the above), 'vo' / 'lo' the same without Cross-Attn (section 6): v_t = Attn(h_t,
   V_t) or l_t = Attn(h_t, L) alone; 'vo' has no instruction encoder, 'lo' no vision encoder.
 Dropout 0.3 on the word, entity and action embeddings and on the logits' input while training.
-`step` runs once per simulator step, so the agent lives inside the simulator's `lax.scan`:
+`step` runs once per simulator step, so the agent lives inside the simulator's `lax.scan`
+(with features, each step sees those of the nearest recorded pose, `features.feature_view`;
+`teacher_forced_logits` runs it over recorded views without the simulator):
 `navigation_policy` / `assembly_policy` are the policies (`ttw_jax.core.env`) that run it in
 each phase's environment (greedy, or teacher-forced), `navigation_student_policy` the one that
 trains it by student forcing (its own samples, labelled by `ttw_jax.arramon.expert`).
@@ -30,6 +35,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from ttw_jax.arramon.features import feature_view
 from ttw_jax.arramon.views import assembly_view, navigation_view
 from ttw_jax.core.env import choose_action
 
@@ -70,6 +76,9 @@ class CrossAttention(nn.Module):
         return v_hat, l_hat
 
 
+VISUALS = ("symbolic", "features")
+
+
 class PhaseAgent(nn.Module):
     vocab_size: int
     num_attrs: tuple[int, int, int]        # pattern, colour, type id counts (0 = unknown)
@@ -79,6 +88,7 @@ class PhaseAgent(nn.Module):
     hidden: int = 128
     dropout: float = 0.3
     logits_from_state: bool = True         # official decoder: Linear([v_t; l_t; h_t])
+    visual: str = "symbolic"               # symbolic | features (VISUALS)
 
     @property
     def uses_words(self) -> bool:
@@ -91,10 +101,14 @@ class PhaseAgent(nn.Module):
     def setup(self):
         if self.kind not in KINDS:
             raise ValueError(f"unknown agent kind {self.kind!r}; choose from {KINDS}")
+        if self.visual not in VISUALS:
+            raise ValueError(f"unknown visual input {self.visual!r}; choose from {VISUALS}")
         if self.uses_words:
             self.words = nn.Embed(self.vocab_size, self.embed_dim)
             self.encoder = nn.RNN(nn.OptimizedLSTMCell(self.hidden))
-        if self.uses_vision:
+        if self.uses_vision and self.visual == "features":
+            self.project_features = nn.Dense(self.hidden)
+        elif self.uses_vision:
             self.attr_embeds = [nn.Embed(n, self.hidden) for n in self.num_attrs]
             self.geo = nn.Dense(self.hidden)
             self.null = self.param("null", nn.initializers.normal(0.1), (self.hidden,))
@@ -113,8 +127,14 @@ class PhaseAgent(nn.Module):
         emb = self.drop(self.words(tokens), deterministic=not train)
         return self.encoder(emb, seq_lengths=lengths), mask
 
-    def entities(self, attrs: jax.Array, geo: jax.Array, visible: jax.Array, train: bool):
-        """(V [B, M + 1, hidden] with the null entity first, mask [B, M + 1])."""
+    def entities(self, view: tuple, train: bool):
+        """(V, mask) of one step's `view`: symbolic (attrs [B, M, 3], geo [B, M, 4], visible
+        [B, M]) -> V [B, M + 1, hidden] with the null entity first; features (feats [B, N, D]
+        any float dtype, valid [B, N]) -> V [B, N, hidden]."""
+        if self.visual == "features":
+            feats, valid = view
+            return self.project_features(feats.astype(jnp.float32)), valid
+        attrs, geo, visible = view
         v = self.geo(geo)
         for i, embed in enumerate(self.attr_embeds):
             v = v + embed(attrs[..., i])
@@ -127,14 +147,14 @@ class PhaseAgent(nn.Module):
         zeros = jnp.zeros((batch_size, self.hidden))
         return zeros, zeros
 
-    def step(self, carry, u, umask, attrs, geo, visible, prev_action, train: bool = False):
-        """One decision (eqs. 3-6): returns (carry, logits [B, 4])."""
+    def step(self, carry, u, umask, view: tuple, prev_action, train: bool = False):
+        """One decision (eqs. 3-6) on one step's `view` (`entities`): (carry, logits [B, 4])."""
         a = self.drop(self.action_embed(prev_action), deterministic=not train)
         carry, h = self.cell(carry, a)
         if self.kind == "lo":
             feats = [attend(h, u, umask)]
         else:
-            v, vmask = self.entities(attrs, geo, visible, train)
+            v, vmask = self.entities(view, train)
             if self.kind == "vo":
                 feats = [attend(h, v, vmask)]
             else:
@@ -145,13 +165,14 @@ class PhaseAgent(nn.Module):
         x = self.drop(jnp.concatenate(feats, -1), deterministic=not train)
         return carry, self.head(x)
 
-    def __call__(self, tokens, lengths, attrs, geo, visible, prev_actions, train: bool = False):
-        """Teacher-forced logits [B, T, 4] for views [B, T, M, ...] (used to initialise)."""
+    def __call__(self, tokens, lengths, views: tuple, prev_actions, train: bool = False):
+        """Teacher-forced logits [B, T, 4] for `views` (the arrays of `entities`' view with a
+        time axis: [B, T, M, ...]; used to initialise)."""
         u, umask = self.encode(tokens, lengths, train)
         carry = self.initial_carry(tokens.shape[0])
         outs = []
         for t in range(prev_actions.shape[1]):
-            carry, out = self.step(carry, u, umask, attrs[:, t], geo[:, t], visible[:, t],
+            carry, out = self.step(carry, u, umask, tuple(x[:, t] for x in views),
                                    prev_actions[:, t], train)
             outs.append(out)
         return jnp.stack(outs, 1)
@@ -174,7 +195,7 @@ def phase_policy(model: PhaseAgent, params, words, view: Callable, batch_size: i
                  gold: jax.Array | None = None, greedy: bool = True, train: bool = False):
     """A simulator policy driven by `model` (the policy of `ttw_jax.core.env`).
 
-    words: (L, mask) from `encode_words` ((None, None) for 'vo'); `view(state)` gives the (attrs, geo, visible) the agent
+    words: (L, mask) from `encode_words` ((None, None) for 'vo'); `view(state)` gives the view (`PhaseAgent.entities`) the agent
     sees in the batched `state`. Returns (policy, initial carry). With `gold` [B, T] the
     demonstrated action is executed (teacher forcing); otherwise the argmax (greedy) or a sample.
     The policy's output is the logits [B, 4]; with `train`, dropout draws from the step's key.
@@ -184,8 +205,7 @@ def phase_policy(model: PhaseAgent, params, words, view: Callable, batch_size: i
     def policy(carry, state, t, key):
         lstm, prev = carry
         k_drop, k_act = jax.random.split(key)
-        attrs, geo, visible = view(state)
-        lstm, logits = model.apply(params, lstm, u, umask, attrs, geo, visible, prev, train,
+        lstm, logits = model.apply(params, lstm, u, umask, view(state), prev, train,
                                    method=PhaseAgent.step,
                                    rngs={"dropout": k_drop} if train else None)
         action = choose_action(logits, t, k_act, gold, greedy)
@@ -209,8 +229,7 @@ def student_policy(model: PhaseAgent, params, words, view: Callable, gold: jax.A
     def policy(carry, state, t, key):
         lstm, prev, on_gold = carry
         k_drop, k_act, k_mix = jax.random.split(key, 3)
-        attrs, geo, visible = view(state)
-        lstm, logits = model.apply(params, lstm, u, umask, attrs, geo, visible, prev, train,
+        lstm, logits = model.apply(params, lstm, u, umask, view(state), prev, train,
                                    method=PhaseAgent.step,
                                    rngs={"dropout": k_drop} if train else None)
         demo = gold[:, jnp.minimum(t, gold.shape[1] - 1)]
@@ -224,7 +243,9 @@ def student_policy(model: PhaseAgent, params, words, view: Callable, gold: jax.A
                     jnp.ones((batch_size,), bool))
 
 
-def _navigation_view(batch: dict) -> Callable:
+def _navigation_view(model: PhaseAgent, batch: dict) -> Callable:
+    if model.visual == "features":
+        return feature_view(batch, "navi")
     view = jax.vmap(navigation_view)
     return lambda s: view(s, batch["object_attrs"], batch["object_mask"])
 
@@ -235,7 +256,7 @@ def navigation_student_policy(model: PhaseAgent, params, batch: dict, expert: Ca
     (`batch["navi_actions"]` the demonstration); `expert(state)` gives the labels off it."""
     words = encode_words(model, params, batch["navi_tokens"], batch["navi_token_len"],
                          dropout_key)
-    return student_policy(model, params, words, _navigation_view(batch), batch["navi_actions"],
+    return student_policy(model, params, words, _navigation_view(model, batch), batch["navi_actions"],
                           expert, student_prob, dropout_key)
 
 
@@ -246,7 +267,7 @@ def navigation_policy(model: PhaseAgent, params, batch: dict, gold: jax.Array | 
     (teacher forcing); `dropout_key` turns dropout on (training)."""
     words = encode_words(model, params, batch["navi_tokens"], batch["navi_token_len"],
                          dropout_key)
-    return phase_policy(model, params, words, _navigation_view(batch),
+    return phase_policy(model, params, words, _navigation_view(model, batch),
                         batch["navi_tokens"].shape[0], gold=gold, train=dropout_key is not None)
 
 
@@ -255,6 +276,36 @@ def assembly_policy(model: PhaseAgent, params, batch: dict, num_types: int,
     """The assembly twin of `navigation_policy` (object type ids 1..num_types)."""
     words = encode_words(model, params, batch["assem_tokens"], batch["assem_token_len"],
                          dropout_key)
-    view = jax.vmap(assembly_view, in_axes=(0, 0, None))
-    return phase_policy(model, params, words, lambda s: view(s, batch["grid_attrs"], num_types),
+    if model.visual == "features":
+        view = feature_view(batch, "assem")
+    else:
+        symbolic = jax.vmap(assembly_view, in_axes=(0, 0, None))
+        view = lambda s: symbolic(s, batch["grid_attrs"], num_types)       # noqa: E731
+    return phase_policy(model, params, words, view,
                         batch["assem_tokens"].shape[0], gold=gold, train=dropout_key is not None)
+
+
+def teacher_forced_logits(model: PhaseAgent, params, tokens: jax.Array, token_len: jax.Array,
+                          feats: jax.Array, actions: jax.Array, dropout_key: jax.Array | None = None):
+    """Logits [T, B, 4] of the demonstrated `actions` [B, T] from the recorded views
+    feats [B, T, 49, 2048] (view t is the one before action t), without the simulator: the
+    official `main_nosim.py` training. Dropout is on when `dropout_key` is given."""
+    train = dropout_key is not None
+    k_words, k_steps = jax.random.split(dropout_key) if train else (None, None)
+    u, umask = encode_words(model, params, tokens, token_len, k_words)
+    prev = jnp.concatenate([jnp.full_like(actions[:, :1], START), actions[:, :-1]], 1)
+    valid = jnp.ones(feats.shape[:1] + feats.shape[2:3], bool)
+    keys = (jax.random.split(k_steps, actions.shape[1]) if train
+            else jnp.zeros((actions.shape[1],), jnp.uint32))
+
+    def body(carry, xs):
+        f, a, k = xs
+        carry, logits = model.apply(params, carry, u, umask, (f, valid), a, train,
+                                    method=PhaseAgent.step,
+                                    rngs={"dropout": k} if train else None)
+        return carry, logits
+
+    zeros = jnp.zeros((actions.shape[0], model.hidden), jnp.float32)
+    _, logits = jax.lax.scan(body, (zeros, zeros),
+                             (jnp.swapaxes(feats, 0, 1), prev.T, keys))
+    return logits

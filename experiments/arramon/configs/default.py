@@ -48,8 +48,19 @@ def get_config():
     # into partition_train / partition_dev / partition_test with these fractions (train, dev).
     c.data.partition_split = ""
     c.data.partition = (0.7, 0.1)
-    c.data.max_tokens = 64
+    # Words per instruction: 0 sizes it from the loaded splits (the longest instruction; the
+    # official --max_input is 150); a positive limit that would cut a real instruction is
+    # refused (synthetic ones are cut with a warning).
+    c.data.max_tokens = 0
     c.data.max_objects = 8
+    # The release's pre-recorded image features (`pos_sim_passed_sec/`, `vfeat_sim_passed_sec/`
+    # in one folder): V/L and V/O then read them (teacher forcing over the recorded views, as
+    # the official main_nosim.py; the nearest recorded pose's views in evaluation rollouts).
+    c.data.features_dir = ""
+    c.data.features_cache = ""     # the float16 pack; empty: <tfds_dir>/arramon_features
+    c.data.require_features = False    # True (configs/paper.py): refuse to run without them
+    c.data.missing_feature = "zeros"   # a step without an entry: zeros (official) | previous
+    c.data.stream_threads = 2      # grain threads reading the packed rows
 
     c.eval = ml_collections.ConfigDict()
     c.eval.metric = "ctc3"         # early stopping and best parameters: any of METRICS

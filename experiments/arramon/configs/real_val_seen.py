@@ -17,7 +17,6 @@ def get_config():
     c.data.train_split = "partition_train"
     c.data.dev_split = "partition_dev"
     c.data.eval_splits = "partition_test"
-    c.data.max_tokens = 100
     c.eval.metric = "navi_ndtw"
     c.num_steps = 600
     c.eval_every = 150

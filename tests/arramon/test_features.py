@@ -1,0 +1,197 @@
+"""The ArraMon release's pre-recorded features: reading the layout as shipped (and every bad
+input named), the float16 pack (missing steps, never stale), the nearest-recorded-pose rule on
+a hand-made path, and V/L and V/O trained and evaluated end to end from files in the release's
+layout."""
+import json
+import os
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from experiments.arramon import score, train
+from experiments.arramon.configs import default
+from tests.conftest import xla_optimizations
+from ttw_jax.arramon import episodes as ae, features as af, synthetic as syn
+from ttw_jax.arramon.predictions import read_predictions, score_predictions
+from ttw_jax.arramon.synthetic_features import write_features
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory):
+    """A release-layout folder: train.json / val_seen.json of synthetic instances, and their
+    features with every 4th step unrecorded."""
+    root = tmp_path_factory.mktemp("arramon_release")
+    manual, feats = root / "data", root / "features"
+    manual.mkdir()
+    records = {}
+    for name, n, seed in (("train", 16, 1), ("val_seen", 6, 2)):
+        recs = syn.synthetic_instances(n, seed=seed)
+        for i, r in enumerate(recs):
+            r["mapId"] = 1000 * seed + i
+        (manual / f"{name}.json").write_text(json.dumps(recs))
+        write_features(recs, str(feats), seed=seed, skip_every=4)
+        records[name] = recs
+    return {"manual": str(manual), "features": str(feats), "records": records,
+            "root": root}
+
+
+def test_nearest_recorded_pose_on_a_hand_made_path():
+    # A demonstration: at (0, 0) facing 0, turn right twice, walk to (0, 1) and (1, 1).
+    poses = jnp.array([[0, 0, 0], [0, 0, 1], [0, 0, 2], [0, 1, 2], [1, 1, 2], [1, 1, 5]],
+                      jnp.float32)
+    rec = jnp.array([True, True, False, True, True, True])
+    pick = lambda xz, h, r=rec: int(af.nearest_recorded(jnp.array(xz, jnp.float32),   # noqa
+                                                        jnp.int32(h), poses, r))
+    assert pick((0, 0), 0) == 0            # on a recorded pose
+    assert pick((0, 0), 2) == 1            # step 2 is unrecorded: heading 1 is the nearest
+    assert pick((0, 0), 11) == 0           # headings wrap round: 11 is one step from 0
+    assert pick((0.1, 0.9), 7) == 3        # off the path: the nearest position first
+    assert pick((1, 1), 4) == 5            # same place: heading 5 is nearer than 2
+    assert pick((1, 1), 3) == 4            # heading 2 is 1 step away, 5 is 2
+    assert pick((5, 5), 0) == 4            # far away: (1, 1), and of its headings the nearer
+    assert pick((0, 0), 2, rec.at[1].set(False)) == 0     # only recorded poses count
+
+
+def _pose_file(tmp_path, entries):
+    d = tmp_path / af.POS_DIR
+    d.mkdir(exist_ok=True)
+    (d / "pos_7.json").write_text(json.dumps(entries))
+    return str(tmp_path)
+
+
+ENTRY = [-1, [-1, -1, -1], [1.0, 0.525, 2.0], [0, 90, 0]]
+
+
+@pytest.mark.parametrize("entries, message", [
+    ({"7_navi_0_0": ENTRY, "8_navi_0_1": ENTRY}, r"key '8_navi_0_1' is not '7_<navi\|assem>"),
+    ({"7_navi_0_0": ENTRY, "7_walk_0_1": ENTRY}, "key '7_walk_0_1' is not"),
+    ({"7_navi_2_0": ENTRY}, "turn 2 is not 0 or 1"),
+    ({"7_navi_0_0": ENTRY, "7_navi_0_2": ENTRY, "7_navi_0_1": ENTRY},
+     "key '7_navi_0_1' is out of order: it follows '7_navi_0_2'"),
+    ({"7_assem_0_0": ENTRY, "7_navi_0_0": ENTRY}, "key '7_navi_0_0' is out of order"),
+    ({"7_navi_0_0": [-1, [0, 0], [0, 0, 0], 0]}, r"key '7_navi_0_0': expected \[obj_ids"),
+    ([ENTRY], "expected a JSON object keyed by"),
+])
+def test_bad_pose_files_are_named(tmp_path, entries, message):
+    root = _pose_file(tmp_path, entries)
+    with pytest.raises(af.FeatureFormatError, match=message) as e:
+        af.read_poses(root, 7)
+    assert "pos_7.json" in str(e.value)
+
+
+def test_missing_files_and_bad_feature_files_are_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"pos_3.json: file not found \(no recorded "
+                                                r"poses for mapId 3\).*features_dir"):
+        af.read_poses(str(tmp_path), 3)
+    (tmp_path / af.VFEAT_DIR).mkdir()
+    path = str(tmp_path / af.VFEAT_DIR / "vfeat_7_navi_0_0.npy")
+    with pytest.raises(FileNotFoundError, match="vfeat_7_navi_0_0.npy: file not found"):
+        af.read_feature(path)
+    np.save(path, np.zeros((7, 7, 512), np.float32))
+    with pytest.raises(af.FeatureFormatError, match=r"vfeat_7_navi_0_0.npy: expected float "
+                                                    r"\[7, 7, 2048\], got float32 \[7, 7, 512\]"):
+        af.read_feature(path)
+    bad = np.zeros(af.FEATURE_SHAPE, np.float32)
+    bad[0, 0, 5] = np.nan
+    np.save(path, bad)
+    with pytest.raises(af.FeatureFormatError, match="holds 1 non-finite values"):
+        af.read_feature(path)
+    np.save(path, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(af.FeatureFormatError, match="vfeat_7_navi_0_0.npy: unreadable"):
+        af.read_feature(path)               # never unpickled
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY")               # truncated
+    with pytest.raises(af.FeatureFormatError, match="unreadable"):
+        af.read_feature(path)
+
+
+def test_pack_fills_unrecorded_steps_and_is_never_stale(release, tmp_path):
+    recs = release["records"]["val_seen"][:2]
+    ep = {p: np.array([[len(ae.actions_of(r["gt_actions"][f"{p}_action_gt"][t]))
+                        for t in range(2)] for r in recs]) for p in af.PHASES}
+    cache = str(tmp_path / "cache")
+    packed = af.pack(release["features"], recs, ep, cache, progress=False)
+    n0 = int(ep["navi"][0, 0])
+    assert n0 > 5
+    rows = packed.turn_rows("navi", n0 + 3)[0]                     # instance 0, turn 1
+    feats = release["features"]
+    want = np.load(af.feature_path(feats, recs[0]["mapId"], "navi", 0, 3)).reshape(49, -1)
+    np.testing.assert_array_equal(rows[3], want.astype(np.float16))
+    assert rows.dtype == np.float16 and not rows[4].any()          # step 4 unrecorded: zeros
+    assert not rows[n0:].any()                                     # padding past the phase
+    mask = packed.recorded_mask("navi", n0)[0, 0]
+    assert mask[:4].all() and not mask[4] and mask[5]
+    prev = af.pack(feats, recs, ep, str(tmp_path / "prev"), missing="previous", progress=False)
+    np.testing.assert_array_equal(prev.turn_rows("navi", n0)[0][4], rows[3])
+    # Turn 2's rows follow all turn 1 rows (`episodes.turn_examples` order).
+    t2 = packed.turn_rows("assem", 4)[2 + 1]                        # instance 1, turn 2
+    want = np.load(af.feature_path(feats, recs[1]["mapId"], "assem", 1, 0)).reshape(49, -1)
+    np.testing.assert_array_equal(t2[0], want.astype(np.float16))
+    # The same sources reuse the pack; a changed feature file is packed again.
+    assert af.pack(feats, recs, ep, cache, progress=False) is not None
+    assert len(os.listdir(cache)) == 1
+    path = af.feature_path(feats, recs[0]["mapId"], "navi", 0, 3)
+    saved = np.load(path)
+    try:
+        np.save(path, saved + 1.0)
+        os.utime(path, ns=(0, 12345))
+        again = af.pack(feats, recs, ep, cache, progress=False)
+        assert len(os.listdir(cache)) == 2
+        np.testing.assert_array_equal(again.turn_rows("navi", n0)[0][3],
+                                      (saved + 1.0).reshape(49, -1).astype(np.float16))
+    finally:
+        np.save(path, saved)
+
+
+def test_a_map_without_features_is_named(release, tmp_path):
+    recs = [dict(release["records"]["val_seen"][0], mapId=99)]
+    ep = {"navi": np.array([[3, 3]]), "assem": np.array([[2, 2]])}
+    with pytest.raises(FileNotFoundError, match="pos_99.json: file not found"):
+        af.pack(release["features"], recs, ep, str(tmp_path), progress=False)
+
+
+def _config(release, name, tfds_dir):
+    c = default.get_config()
+    c.model.name = name
+    c.model.embed_dim, c.model.action_dim, c.model.hidden = 16, 8, 32
+    c.data.tfds_config, c.data.manual_dir = "english", release["manual"]
+    c.data.tfds_dir = tfds_dir
+    c.data.features_dir = release["features"]
+    c.data.dev_split = c.data.eval_splits = "val_seen"
+    c.batch_size, c.num_steps, c.eval_every, c.log_every = 8, 6, 6, 3
+    c.optim.learning_rate = 1e-2
+    c.eval.horizon, c.eval.batch_size, c.eval.num_figures = 40, 8, 1
+    c.eval.perfect_navigation = False
+    c.eval.baselines = ""          # tests/arramon/test_train.py checks them
+    return c
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, steps", [("vl", 6), ("vo", 30)])
+def test_vl_and_vo_train_and_evaluate_from_the_release_layout(release, name, steps, tmp_path,
+                                                              capsys):
+    c = _config(release, name, str(release["root"] / "tfds"))
+    c.num_steps = c.eval_every = steps
+    with xla_optimizations(False):      # tiny models: compilation dominates
+        res = train.train_and_evaluate(c, str(tmp_path))
+    m = res["val_seen"][name]
+    assert 0 <= m["navi_tf_accuracy"] <= 1 and 0 <= m["assem_tf_accuracy"] <= 1
+    assert res["num_params"]["navi"] > 2048 * 32      # the 2048 -> hidden projection
+    out = capsys.readouterr().out
+    assert "teacher-forced action accuracy along the recorded demonstrations" in out
+    assert f"paper val_seen {name.upper()[0]}/" in out          # the evaluated split's row
+    for f in ("predictions_val_seen.json", "trajectories.png", "results.json"):
+        assert (tmp_path / f).is_file()
+    preds = read_predictions(str(tmp_path / "predictions_val_seen.json"))
+    again = score_predictions(preds, score.split_records(workdir=str(tmp_path),
+                                                         split="val_seen"))
+    assert again["navi_ndtw"] == pytest.approx(m["navi_ndtw"], abs=1e-5)
+    assert again["ptc"] == pytest.approx(m["ptc"], abs=1e-6)
+    if name == "vo":
+        # The fixture's views hold the demonstrated action (channels 0-3): reading them, V/O
+        # imitates far better than chance (teacher-forced accuracy; 4 actions).
+        assert m["navi_tf_accuracy"] > 0.7 and m["assem_tf_accuracy"] > 0.6
+    with pytest.raises(ValueError, match="student_forcing needs the simulator's views"):
+        c.student_forcing = 0.5
+        train.train_and_evaluate(c, str(tmp_path / "sf"))

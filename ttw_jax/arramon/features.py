@@ -1,0 +1,314 @@
+"""The ArraMon release's pre-recorded image features (the official `src/main_nosim.py` and
+`src/sim_mul.py`), read as shipped, packed into a float16 cache, and looked up at evaluation.
+
+Layout, in the folder the user names (`data.features_dir`):
+
+    pos_sim_passed_sec/pos_<mapId>.json
+        {"<mapId>_<tag>": [obj_ids, obj_pos, agent_pos, agent_rot], ...}
+    vfeat_sim_passed_sec/vfeat_<mapId>_<tag>.npy
+        float32 [7, 7, 2048]: a ResNet feature map (the official ResNet-101 without its last
+        two layers, channels last) of the agent's view
+
+with `<tag>` = `navi_<turn>_<t>` or `assem_<turn>_<t>`, turn 0 or 1, and t the step of the
+official teacher-forced loop: the view at step t is the one the agent has before the
+demonstration's action t (t = 0: the phase's first view), and it predicts action t from it.
+A step with no entry keeps the previous entry's positions and, as the official `getFeats`
+does, gets a zero feature map (`missing="zeros"`, the default; `missing="previous"` keeps the
+previous step's features instead). Entries past the demonstration's last action are not used.
+
+Checks (each error names the file): a missing file (with where the release keeps it), a key of
+another map or not of the form `<mapId>_<phase>_<turn>_<t>`, a turn other than 0 / 1, a tag
+out of order (the official loop records turn 1 navigation, turn 1 assembly, turn 2 navigation,
+turn 2 assembly, each by ascending t, and the files hold their keys in that order), no entry
+for a phase's first step, a malformed entry, a feature file that is unreadable, not
+[7, 7, 2048], or not finite.
+
+`pack` writes one split's features once into `<cache_dir>/<fingerprint>/` (`feats.npy`, float16
+[rows, 7, 7, 2048], memory-mapped when read; `index.npz`), keyed by a fingerprint of the
+instances' step counts and every source file's size and modification time, so a changed
+release is packed again instead of served stale. Training streams its rows
+(`PackedFeatures.turn_rows`, `core.stream.LazyRows` read by grain's threads).
+
+Evaluation rollouts leave the recorded path, where no feature exists: the agent then sees the
+features of the nearest recorded pose of the same instance, turn and phase
+(`nearest_recorded`: the nearest position, then among equally near ones the nearest heading,
+then the earliest step; recorded poses are those the demonstration's actions reach in the
+simulator, `demonstration_poses`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import re
+from typing import Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ttw_jax.arramon import env
+from ttw_jax.arramon.episodes import assembly_start, navigation_start, turn_examples
+from ttw_jax.core import paths
+from ttw_jax.core.env import replay_policy, rollout
+from ttw_jax.core.records import RecordFormatError, is_int, is_number, read_json
+from ttw_jax.core.stream import LazyRows
+
+POS_DIR = "pos_sim_passed_sec"
+VFEAT_DIR = "vfeat_sim_passed_sec"
+FEATURE_SHAPE = (7, 7, 2048)
+PHASES = ("navi", "assem")
+MISSING = ("zeros", "previous")
+PACK_VERSION = 1
+HINT = ("The pre-recorded features come with the ArraMon release (github.com/hyounghk/ArraMon, "
+        f"the feature download of its README): `{POS_DIR}/` and `{VFEAT_DIR}/` in one folder, "
+        "passed as --config.data.features_dir.")
+_TAG = re.compile(r"(navi|assem)_(\d+)_(\d+)")
+
+
+class FeatureFormatError(RecordFormatError):
+    """A pose or feature file of the release that cannot be read as documented."""
+
+
+def pose_path(features_dir: str, map_id) -> str:
+    return os.path.join(features_dir, POS_DIR, f"pos_{map_id}.json")
+
+
+def feature_path(features_dir: str, map_id, phase: str, turn: int, t: int) -> str:
+    return os.path.join(features_dir, VFEAT_DIR, f"vfeat_{map_id}_{phase}_{turn}_{t}.npy")
+
+
+def _point(v) -> bool:
+    return isinstance(v, list) and len(v) == 3 and all(is_number(x) and math.isfinite(x)
+                                                       for x in v)
+
+
+def read_poses(features_dir: str, map_id) -> dict[tuple[str, int, int], list]:
+    """{(phase, turn, t): [obj_ids, obj_pos, agent_pos, agent_rot]} of one map's pose file,
+    validated (see the module docstring)."""
+    path = pose_path(features_dir, map_id)
+    if not paths.resolve(path).is_file():
+        raise FileNotFoundError(f"{path}: file not found (no recorded poses for mapId "
+                                f"{map_id}). {HINT}")
+    data = read_json(path, FeatureFormatError, HINT)
+    if not isinstance(data, dict):
+        raise FeatureFormatError(f"{path}: top level: expected a JSON object keyed by "
+                                 f"'<mapId>_<tag>', got {type(data).__name__}")
+    out, last, prefix = {}, None, f"{map_id}_"
+    for key, entry in data.items():
+        tag = key[len(prefix):] if key.startswith(prefix) else None
+        m = _TAG.fullmatch(tag) if tag is not None else None
+        if m is None:
+            raise FeatureFormatError(f"{path}: key {key!r} is not '{prefix}<navi|assem>_<turn>_"
+                                     "<step>'")
+        phase, turn, t = m.group(1), int(m.group(2)), int(m.group(3))
+        if turn not in (0, 1):
+            raise FeatureFormatError(f"{path}: key {key!r}: turn {turn} is not 0 or 1")
+        order = (turn, PHASES.index(phase), t)
+        if last is not None and order <= last[0]:
+            raise FeatureFormatError(f"{path}: key {key!r} is out of order: it follows "
+                                     f"{last[1]!r} (the recording runs turn by turn, navigation "
+                                     "then assembly, by ascending step)")
+        last = (order, key)
+        if not (isinstance(entry, list) and len(entry) == 4 and is_int(entry[0])
+                and _point(entry[1]) and _point(entry[2])
+                and (_point(entry[3]) or (is_number(entry[3]) and math.isfinite(entry[3])))):
+            raise FeatureFormatError(f"{path}: key {key!r}: expected [obj_ids (int), obj_pos "
+                                     "[x, y, z], agent_pos [x, y, z], agent_rot], got "
+                                     f"{json.dumps(entry)[:120]}")
+        out[(phase, turn, t)] = entry
+    return out
+
+
+def read_feature(path: str) -> np.ndarray:
+    """One feature file as float16 [7, 7, 2048]; FeatureFormatError naming it when unreadable,
+    of another shape, or not finite (never unpickled)."""
+    if not paths.resolve(path).is_file():
+        raise FileNotFoundError(f"{path}: file not found (its pose file lists it). {HINT}")
+    try:
+        with paths.resolve(path).open("rb") as f:
+            x = np.load(f, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:
+        raise FeatureFormatError(f"{path}: unreadable as .npy ({type(e).__name__}: {e})"
+                                 ) from None
+    if x.shape != FEATURE_SHAPE or not np.issubdtype(x.dtype, np.floating):
+        raise FeatureFormatError(f"{path}: expected float {list(FEATURE_SHAPE)}, got {x.dtype} "
+                                 f"{list(x.shape)}")
+    if not np.all(np.isfinite(x)):
+        raise FeatureFormatError(f"{path}: holds {int(np.sum(~np.isfinite(x)))} non-finite "
+                                 "values")
+    return x.astype(np.float16)
+
+
+def recorded_steps(poses: Mapping, phase: str, turn: int, length: int, where: str) -> np.ndarray:
+    """[length] bool: which of the phase's first `length` steps have an entry; step 0 must."""
+    steps = np.array([(phase, turn, t) in poses for t in range(length)], bool)
+    if length and not steps[0]:
+        raise FeatureFormatError(f"{where}: no entry for {phase}_{turn}_0, the first view of "
+                                 f"turn {turn}'s {'navigation' if phase == 'navi' else 'assembly'}")
+    return steps
+
+
+@dataclasses.dataclass
+class PackedFeatures:
+    """One split's features: rows [R, 7, 7, 2048] float16 (memory-mapped), and per instance,
+    turn and phase the first row `offset` [N, 2, 2] and the number of steps `length` [N, 2, 2]
+    (phase axis: navi, assem); `recorded` [R] whether a row's step had its own entry."""
+    feats: np.ndarray
+    offset: np.ndarray
+    length: np.ndarray
+    recorded: np.ndarray
+
+    def _read(self, i: int, turn: int, phase: int, horizon: int) -> np.ndarray:
+        out = np.zeros((horizon, 49, FEATURE_SHAPE[2]), np.float16)
+        lo, n = int(self.offset[i, turn, phase]), min(int(self.length[i, turn, phase]), horizon)
+        out[:n] = np.asarray(self.feats[lo:lo + n]).reshape(n, 49, -1)
+        return out
+
+    def turn_rows(self, phase: str, horizon: int) -> LazyRows:
+        """[2N, horizon, 49, 2048] float16 rows in `episodes.turn_examples` order (turn 2 rows
+        after all turn 1 rows), zero past each phase's length."""
+        p, n = PHASES.index(phase), len(self.offset)
+        return LazyRows(lambda r: self._read(r % n, r // n, p, horizon), 2 * n,
+                        (horizon, 49, FEATURE_SHAPE[2]), np.float16)
+
+    def episode_rows(self, phase: str, horizon: int) -> LazyRows:
+        """[N, 2, horizon, 49, 2048] float16: both turns of each instance."""
+        p = PHASES.index(phase)
+        return LazyRows(lambda i: np.stack([self._read(i, t, p, horizon) for t in range(2)]),
+                        len(self.offset), (2, horizon, 49, FEATURE_SHAPE[2]), np.float16)
+
+    def recorded_mask(self, phase: str, horizon: int) -> np.ndarray:
+        """[N, 2, horizon] bool: steps with their own entry (the nearest-pose candidates)."""
+        p, n = PHASES.index(phase), len(self.offset)
+        out = np.zeros((n, 2, horizon), bool)
+        for i in range(n):
+            for t in range(2):
+                lo, k = int(self.offset[i, t, p]), min(int(self.length[i, t, p]), horizon)
+                out[i, t, :k] = self.recorded[lo:lo + k]
+        return out
+
+
+def _stat(path: str) -> list:
+    st = os.stat(path)
+    return [os.path.basename(path), st.st_size, st.st_mtime_ns]
+
+
+def pack(features_dir: str, records: Sequence[Mapping], lengths: Mapping[str, np.ndarray],
+         cache_dir: str, missing: str = "zeros", progress: bool = True) -> PackedFeatures:
+    """The split's features (instances `records`, whose phases take lengths[phase] [N, 2]
+    steps: `episodes`' navi_len / assem_len), packed into `cache_dir` on first use."""
+    if missing not in MISSING:
+        raise ValueError(f"data.missing_feature must be one of {MISSING}, got {missing!r}")
+    n = len(records)
+    length = np.stack([np.asarray(lengths[p]) for p in PHASES], -1).astype(np.int64)  # [N, 2, 2]
+    poses, sources = [], [PACK_VERSION, missing]
+    for i, rec in enumerate(records):
+        pz = read_poses(features_dir, rec["mapId"])
+        where = pose_path(features_dir, rec["mapId"])
+        steps = {}
+        for turn in range(2):
+            for p, phase in enumerate(PHASES):
+                steps[turn, p] = recorded_steps(pz, phase, turn, int(length[i, turn, p]), where)
+        poses.append(steps)
+        used = [feature_path(features_dir, rec["mapId"], PHASES[p], turn, t)
+                for (turn, p), s in steps.items() for t in np.flatnonzero(s)]
+        missing_files = [f for f in used if not os.path.isfile(f)]
+        if missing_files:
+            raise FileNotFoundError(f"{missing_files[0]}: file not found ({len(missing_files)} "
+                                    f"feature files of mapId {rec['mapId']} are missing; its pose "
+                                    f"file {where} lists them). {HINT}")
+        sources.append([str(rec["mapId"]), length[i].tolist(), _stat(where)]
+                       + [_stat(f) for f in used])
+    fingerprint = hashlib.sha256(json.dumps(sources).encode()).hexdigest()[:24]
+    folder = os.path.join(cache_dir, fingerprint)
+    offset = np.zeros((n, 2, 2), np.int64)
+    offset.reshape(-1)[1:] = np.cumsum(length.reshape(-1))[:-1]
+    total = int(length.sum())
+    done = os.path.join(folder, "COMPLETE")
+    if not os.path.isfile(done):
+        os.makedirs(folder, exist_ok=True)
+        tmp = os.path.join(folder, f"feats.npy.tmp.{os.getpid()}")
+        feats = np.lib.format.open_memmap(tmp, "w+", np.float16, (max(total, 1), *FEATURE_SHAPE))
+        recorded = np.zeros(max(total, 1), bool)
+        items = range(n)
+        if progress:
+            from tqdm import tqdm
+            items = tqdm(items, desc=f"packing features ({n} instances)", unit="instance")
+        for i in items:
+            rec = records[i]
+            for (turn, p), steps in poses[i].items():
+                lo, prev = int(offset[i, turn, p]), None
+                for t, has in enumerate(steps):
+                    if has:
+                        prev = read_feature(feature_path(features_dir, rec["mapId"], PHASES[p],
+                                                         turn, t))
+                        feats[lo + t] = prev
+                        recorded[lo + t] = True
+                    else:
+                        feats[lo + t] = prev if missing == "previous" else 0
+        feats.flush()
+        del feats
+        os.replace(tmp, os.path.join(folder, "feats.npy"))
+        np.savez(os.path.join(folder, "index.npz"), offset=offset, length=length,
+                 recorded=recorded)
+        paths.write_text(done, json.dumps({"instances": n, "rows": total}) + "\n")
+    index = np.load(os.path.join(folder, "index.npz"), allow_pickle=False)
+    feats = np.load(os.path.join(folder, "feats.npy"), mmap_mode="r", allow_pickle=False)
+    return PackedFeatures(feats, index["offset"], index["length"], index["recorded"])
+
+
+def demonstration_poses(walkable: env.Walkable, ep: Mapping[str, np.ndarray]) -> dict:
+    """{"navi": [N, 2, Tn, 3], "assem": [N, 2, Ta, 3]} float32 (x, z, heading index) of the
+    pose before each demonstration action (Tn, Ta the padded action lengths of `ep`, the
+    arrays of `episodes.episodes`), each turn from the ground truth's state at its start: the
+    poses at which the release recorded its views."""
+    ex = {k: jnp.asarray(v) for k, v in turn_examples(dict(ep)).items()}
+    n = len(ep["psi0"])
+
+    @jax.jit
+    def replay(walkable, ex):
+        _, _, nav = rollout(env.step_navigation, walkable, navigation_start(walkable, ex),
+                            replay_policy, ex["navi_actions"], jax.random.key(0),
+                            ex["navi_actions"].shape[1])
+        _, _, assem = rollout(env.step_assembly, env.ASSEMBLY, assembly_start(env.ASSEMBLY, ex),
+                              replay_policy, ex["assem_actions"], jax.random.key(0),
+                              ex["assem_actions"].shape[1])
+        return {p: jnp.concatenate([s.position, s.heading[..., None].astype(jnp.float32)], -1)
+                for p, s in (("navi", nav.state), ("assem", assem.state))}     # [T, 2N, 3]
+
+    out = jax.device_get(replay(walkable, ex))
+    return {p: np.transpose(v, (1, 0, 2)).reshape(2, n, -1, 3).transpose(1, 0, 2, 3)
+            for p, v in out.items()}
+
+
+def nearest_recorded(position: jax.Array, heading: jax.Array, poses: jax.Array,
+                     recorded: jax.Array, tol: float = 1e-3) -> jax.Array:
+    """Index of the recorded pose (poses [T, 3] (x, z, heading index), recorded [T] bool)
+    nearest to one agent pose (position [2], heading ()): the nearest position; among those
+    within `tol` of it the nearest heading (in 30-degree steps, either way round); then the
+    earliest step."""
+    dist = jnp.linalg.norm(poses[:, :2] - position, axis=-1)
+    dist = jnp.where(recorded, dist, jnp.inf)
+    near = recorded & (dist <= jnp.min(dist) + tol)
+    turn = jnp.abs(poses[:, 2].astype(jnp.int32) - heading) % env.NUM_HEADINGS
+    turn = jnp.minimum(turn, env.NUM_HEADINGS - turn)
+    t = jnp.arange(poses.shape[0])
+    return jnp.argmin(jnp.where(near, turn * poses.shape[0] + t, jnp.iinfo(jnp.int32).max))
+
+
+def feature_view(batch: Mapping, phase: str):
+    """view(state) -> (feats [B, 49, 2048], valid [B, 49]) for a turn-level `batch` holding
+    `{phase}_feats` [B, T, 49, 2048], `{phase}_feat_pose` [B, T, 3] and `{phase}_recorded`
+    [B, T]: the features of each agent's nearest recorded pose."""
+    feats, poses = batch[f"{phase}_feats"], batch[f"{phase}_feat_pose"]
+    recorded = batch[f"{phase}_recorded"]
+    pick = jax.vmap(nearest_recorded)
+
+    def view(state):
+        idx = pick(state.position, state.heading, poses, recorded)
+        f = feats[jnp.arange(feats.shape[0]), idx]
+        return f, jnp.ones(f.shape[:2], bool)
+    return view
