@@ -173,6 +173,7 @@ def test_vl_and_vo_train_and_evaluate_from_the_release_layout(release, name, ste
                                                               capsys):
     c = _config(release, name, str(release["root"] / "tfds"))
     c.num_steps = c.eval_every = steps
+    c.eval.perfect_navigation = name == "vo"
     with xla_optimizations(False):      # tiny models: compilation dominates
         res = train.train_and_evaluate(c, str(tmp_path))
     m = res["val_seen"][name]
@@ -192,6 +193,12 @@ def test_vl_and_vo_train_and_evaluate_from_the_release_layout(release, name, ste
         # The fixture's views hold the demonstrated action (channels 0-3): reading them, V/O
         # imitates far better than chance (teacher-forced accuracy; 4 actions).
         assert m["navi_tf_accuracy"] > 0.7 and m["assem_tf_accuracy"] > 0.6
+        # Table 6: after the ground truth's navigation every turn collects its object, and the
+        # same assembly module places it at least as well as after its own navigation.
+        perfect = res["val_seen"]["vo_perfect_navigation"]
+        assert perfect["ctc0"] == perfect["ctc3"] == 1.0
+        assert perfect["navi_ndtw"] == pytest.approx(1.0, abs=1e-5)
+        assert perfect["rpod"] >= m["rpod"] and perfect["ptc"] >= m["ptc"]
     with pytest.raises(ValueError, match="student_forcing needs the simulator's views"):
         c.student_forcing = 0.5
         train.train_and_evaluate(c, str(tmp_path / "sf"))

@@ -111,7 +111,6 @@ def _rxr(tfds_dir):
 
 
 def _arramon(tfds_dir):
-    # The model the beats-the-random-walk test trains for longer (the same compiled programs).
     c = TRAINERS["arramon"].default.get_config()
     c.model.embed_dim, c.model.action_dim, c.model.hidden = 32, 16, 64
     c.optim.learning_rate = 1e-2
@@ -120,8 +119,8 @@ def _arramon(tfds_dir):
     c.data.tfds_dir = tfds_dir
     c.data.dev_split = c.data.eval_splits = "val_unseen"
     c.eval.batch_size = 200
-    c.eval.perfect_navigation = False      # one program less to compile (the beats-random run
-    return c                               # checks it)
+    c.eval.perfect_navigation = False      # one program less to compile (the features run,
+    return c                               # tests/arramon/test_features.py, checks it)
 
 
 TRAINERS = {t.name: t for t in (
