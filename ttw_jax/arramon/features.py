@@ -252,8 +252,10 @@ def pack(features_dir: str, records: Sequence[Mapping], lengths: Mapping[str, np
         feats.flush()
         del feats
         os.replace(tmp, os.path.join(folder, "feats.npy"))
-        np.savez(os.path.join(folder, "index.npz"), offset=offset, length=length,
-                 recorded=recorded)
+        tmp = os.path.join(folder, f"index.npz.tmp.{os.getpid()}")
+        with open(tmp, "wb") as f:       # atomic, like feats.npy: hosts may share the cache
+            np.savez(f, offset=offset, length=length, recorded=recorded)
+        os.replace(tmp, os.path.join(folder, "index.npz"))
         paths.write_text(done, json.dumps({"instances": n, "rows": total}) + "\n")
     index = np.load(os.path.join(folder, "index.npz"), allow_pickle=False)
     feats = np.load(os.path.join(folder, "feats.npy"), mmap_mode="r", allow_pickle=False)
