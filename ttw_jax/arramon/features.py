@@ -40,7 +40,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import os
 import re
 from typing import Mapping, Sequence
@@ -53,7 +52,7 @@ from ttw_jax.arramon import env
 from ttw_jax.arramon.episodes import assembly_start, navigation_start, turn_examples
 from ttw_jax.core import paths
 from ttw_jax.core.env import replay_policy, rollout
-from ttw_jax.core.records import RecordFormatError, is_int, is_number, read_json
+from ttw_jax.core.records import RecordFormatError, is_int, is_number, list_of, read_json
 from ttw_jax.core.stream import LazyRows
 
 POS_DIR = "pos_sim_passed_sec"
@@ -80,9 +79,7 @@ def feature_path(features_dir: str, map_id, phase: str, turn: int, t: int) -> st
     return os.path.join(features_dir, VFEAT_DIR, f"vfeat_{map_id}_{phase}_{turn}_{t}.npy")
 
 
-def _point(v) -> bool:
-    return isinstance(v, list) and len(v) == 3 and all(is_number(x) and math.isfinite(x)
-                                                       for x in v)
+_point = list_of(is_number, 3, 3)      # [x, y, z], finite
 
 
 def read_poses(features_dir: str, map_id) -> dict[tuple[str, int, int], list]:
@@ -114,7 +111,7 @@ def read_poses(features_dir: str, map_id) -> dict[tuple[str, int, int], list]:
         last = (order, key)
         if not (isinstance(entry, list) and len(entry) == 4 and is_int(entry[0])
                 and _point(entry[1]) and _point(entry[2])
-                and (_point(entry[3]) or (is_number(entry[3]) and math.isfinite(entry[3])))):
+                and (_point(entry[3]) or is_number(entry[3]))):
             raise FeatureFormatError(f"{path}: key {key!r}: expected [obj_ids (int), obj_pos "
                                      "[x, y, z], agent_pos [x, y, z], agent_rot], got "
                                      f"{json.dumps(entry)[:120]}")

@@ -16,20 +16,32 @@ from ttw_jax.arramon.model import (PhaseAgent, assembly_policy, navigation_polic
 from ttw_jax.core.env import rollout
 
 
-def _masked_imitation(logits: jax.Array, labels: jax.Array, mask: jax.Array):
-    """(mean CE, mean accuracy): each episode's mean over its steps in mask [T, B], then the
-    batch mean (so equal shards average to the global loss). logits [T, B, 4], labels [T, B]."""
+def _per_episode(logits: jax.Array, labels: jax.Array, mask: jax.Array):
+    """(CE [B], accuracy [B]): each episode's mean over its steps in mask [T, B]; logits
+    [T, B, 4], labels [T, B]."""
     mask = mask.astype(jnp.float32)
     weight = mask / jnp.maximum(jnp.sum(mask, 0), 1.0)
     ce = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
     acc = (jnp.argmax(logits, -1) == labels).astype(jnp.float32)
-    return jnp.mean(jnp.sum(ce * weight, 0)), jnp.mean(jnp.sum(acc * weight, 0))
+    return jnp.sum(ce * weight, 0), jnp.sum(acc * weight, 0)
+
+
+def _masked_imitation(logits: jax.Array, labels: jax.Array, mask: jax.Array):
+    """(mean CE, mean accuracy): `_per_episode`, then the batch mean (so equal shards average
+    to the global loss)."""
+    ce, acc = _per_episode(logits, labels, mask)
+    return jnp.mean(ce), jnp.mean(acc)
+
+
+def _gold_mask(gold: jax.Array, length: jax.Array):
+    """(labels [T, B], mask [T, B]) of the first length [B] steps of gold [B, T]."""
+    gold = gold.T
+    return gold, jnp.arange(gold.shape[0])[:, None] < length[None]
 
 
 def _imitation(logits: jax.Array, gold: jax.Array, length: jax.Array):
     """`_masked_imitation` over the first length [B] steps of gold [B, T]."""
-    gold = gold.T
-    return _masked_imitation(logits, gold, jnp.arange(gold.shape[0])[:, None] < length[None])
+    return _masked_imitation(logits, *_gold_mask(gold, length))
 
 
 def imitation_loss(nav_model: PhaseAgent, assem_model: PhaseAgent, num_types: int,
@@ -108,13 +120,9 @@ def teacher_forced_accuracy(nav_model: PhaseAgent, assem_model: PhaseAgent):
         logits = teacher_forced_logits(model, params, batch[f"{name}_tokens"],
                                        batch[f"{name}_token_len"], batch[f"{name}_feats"],
                                        batch[f"{name}_actions"])
-        gold = batch[f"{name}_actions"].T
-        mask = (jnp.arange(gold.shape[0])[:, None] < batch[f"{name}_len"][None]).astype(
-            jnp.float32)
-        weight = mask / jnp.maximum(jnp.sum(mask, 0), 1.0)
-        ce = optax.softmax_cross_entropy_with_integer_labels(logits, gold)
-        acc = (jnp.argmax(logits, -1) == gold).astype(jnp.float32)
-        return jnp.sum(acc * weight, 0), jnp.sum(ce * weight, 0)
+        ce, acc = _per_episode(logits, *_gold_mask(batch[f"{name}_actions"],
+                                                  batch[f"{name}_len"]))
+        return acc, ce
 
     @jax.jit
     def accuracy(params, batch):

@@ -30,7 +30,7 @@ import numpy as np
 
 from ttw_jax.arramon import metrics as am
 from ttw_jax.core import paths
-from ttw_jax.core.records import RecordFormatError, is_int, read_json
+from ttw_jax.core.records import RecordFormatError, is_int, is_number, list_of, read_json
 
 TURN_FIELDS = ("navi_path", "picked", "picked_object", "pick_fallback", "assem_path",
                "placement", "place_fallback")
@@ -81,11 +81,7 @@ def _check(cond: bool, where: str, field: str, what: str) -> None:
         raise RecordFormatError(f"{where}: field {field!r} must be {what}")
 
 
-def _points(v) -> bool:
-    return (isinstance(v, list) and len(v) > 0 and
-            all(isinstance(p, list) and len(p) == 2 and
-                all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in p)
-                for p in v))
+_points = list_of(list_of(is_number, 2, 2), 1)     # [[x, z], ...], at least one point
 
 
 def read_predictions(path: str) -> dict:
@@ -106,11 +102,11 @@ def read_predictions(path: str) -> dict:
             _check(isinstance(turn, dict) and set(TURN_FIELDS) <= set(turn), where, f,
                    f"an object with {TURN_FIELDS}")
             for name in ("navi_path", "assem_path"):
-                _check(_points(turn[name]), where, f"{f}.{name}", "a non-empty list of [x, z]")
+                _check(_points(turn[name]), where, f"{f}.{name}",
+                       "a non-empty list of finite [x, z]")
             _check(is_int(turn["picked"]) and turn["picked"] >= -1, where, f"{f}.picked",
                    "an object index (-1 none)")
-            _check(isinstance(turn["placement"], list) and len(turn["placement"]) == 3 and
-                   all(is_int(v) for v in turn["placement"]), where, f"{f}.placement",
+            _check(list_of(is_int, 3, 3)(turn["placement"]), where, f"{f}.placement",
                    "[gx, level, gz] integers")
             for name in ("pick_fallback", "place_fallback"):
                 _check(isinstance(turn[name], bool), where, f"{f}.{name}", "a bool")
