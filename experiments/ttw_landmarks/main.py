@@ -1,10 +1,12 @@
-r"""Launcher: Talk The Walk landmark classification (Appendix F).
+r"""Launcher: Talk The Walk landmark classification (Appendix F, Table 18).
 
   python -m experiments.ttw_landmarks.main --workdir=/tmp/lm_run
   python -m experiments.ttw_landmarks.main --workdir=/tmp/lm_real \
-      --config.data.maps_dir=../shared/data/ttw/maps --config.data.features=/path/features.npz
+      --config.data.maps_dir=/path/to/talkthewalk/data \
+      --config.data.features_dir=/path/to/talkthewalk/data --config.model.features=textrecog
 
-Trains in seconds on a CPU; writes `<workdir>/results.json` and prints the summary table.
+Trains in seconds on a CPU; writes `<workdir>/results.json`, `metrics.jsonl`,
+`learning_curve.png` and prints Table 18's columns beside the paper's.
 """
 from experiments.ttw_landmarks import train
 from experiments.ttw_landmarks.configs import default

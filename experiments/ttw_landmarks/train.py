@@ -1,15 +1,28 @@
-"""Training and evaluation of Talk The Walk landmark classification (Appendix F).
+"""Talk The Walk landmark classification (Appendix F, Table 18) with the released protocol.
 
-`train_and_evaluate(config, workdir)` trains a `LandmarkClassifier` with Adam(W) on the training
-corners (full batch by default) under inverse-frequency weighted binary cross-entropy, keeps the
-parameters with the best validation F1 (`eval.metric`), and reports micro/macro
-precision, recall and F1 on train/valid/test for the model and the 'all positive' and 'random'
-(each class with probability `config.random_p`) baselines. A class is predicted when its logit
-is > 0. The whole run takes seconds, so there is no checkpointing (orbax) and no resuming: a
-rerun with the same config starts again and overwrites `<workdir>/results.json` and
-`metrics.jsonl` (another config in the same workdir is refused, as for every trainer).
+`train_and_evaluate(config, workdir)`:
+
+1. builds one example per corner of the loaded neighbourhoods (`ttw_jax.talk_the_walk.landmarks.
+   features`): 10 classes (the 9 landmark types and Empty), inputs from the release's
+   `resnetfeat.json` / `<nbh>/text.json` (`data.features_dir`; empty: synthetic files in the same
+   layout written to a temporary folder) and optionally a FastText `.vec` file;
+2. splits the corners 70 / 30 at random (seeded by `config.seed`);
+3. trains the bag-of-embeddings classifier with Adam on mini-batches under the released weighted
+   binary cross-entropy for `num_epochs` epochs, reshuffling each epoch;
+4. after every epoch scores train (the mean over its training batches, taken before each update,
+   as released) and valid (mean over batches of `batch_size`): loss and weighted precision, recall,
+   F1; keeps the epoch with the best `eval.metric` (valid loss, as released and in the paper);
+5. reports that epoch's row of Table 18 beside the 'all positive' and 'random (0.5)' baselines on
+   the valid corners, per-class scores, and `learning_curve.png`.
+
+Training takes seconds, so there is no checkpointing: a rerun of the same config in the same
+workdir starts again and writes the same results (another config is refused).
 """
 from __future__ import annotations
+
+import os
+import shutil
+import tempfile
 
 import jax
 import jax.numpy as jnp
@@ -17,58 +30,100 @@ import ml_collections
 import numpy as np
 import optax
 
+from ttw_jax.core import viz
 from ttw_jax.core.train.run import INIT, STEPS, Run, check_eval, make_optimizer
 from ttw_jax.talk_the_walk import maps
 from ttw_jax.talk_the_walk.landmarks import features as lf
-from ttw_jax.talk_the_walk.landmarks.losses import landmark_loss, pos_weights
+from ttw_jax.talk_the_walk.landmarks import release
+from ttw_jax.talk_the_walk.landmarks.losses import class_weights, weighted_bce
 from ttw_jax.talk_the_walk.landmarks.metrics import (all_positive, multilabel_metrics,
                                                      random_positive)
-from ttw_jax.talk_the_walk.landmarks.model import LandmarkClassifier
+from ttw_jax.talk_the_walk.landmarks.model import BagOfEmbeddings
 
-METHODS = ("model", "all_positive", "random")
-SELECT_METRICS = ("micro_f1", "macro_f1")
-MODELS = ("landmark_classifier",)
+MODELS = ("bag_of_embeddings",)
+FEATURES = ("resnet", "textrecog", "fasttext")
+SELECT_METRICS = ("loss", "weighted_f1")
+SCORES = ("loss", "weighted_f1", "weighted_precision", "weighted_recall")
+# Table 18 of the paper (valid split): train loss, valid loss, train F1, valid F1, valid P, valid R.
+PAPER_TABLE18 = {
+    "all positive": (None, None, None, 0.39313, 0.26128, 1.0),
+    "random (0.5)": (None, None, None, 0.32013, 0.24132, 0.25773),
+    "textrecog": (0.01462, 0.01837, 0.31205, 0.31684, 0.2635, 0.50515),
+    "fasttext": (0.00992, 0.00994, 0.24019, 0.31548, 0.26133, 0.47423),
+    "fasttext (100 dim)": (0.00721, 0.00863, 0.32651, 0.28672, 0.24964, 0.4433),
+    "resnet": (0.00735, 0.00751, 0.17085, 0.20159, 0.13114, 0.58763),
+    "resnet (256 dim)": (0.0051, 0.00748, 0.60911, 0.31953, 0.27733, 0.50515),
+}
 
 
-def load_data(config: ml_collections.ConfigDict) -> dict[str, dict[str, np.ndarray]]:
-    """{split: {'keys' (N,), 'features' (N, 4, D) float32, 'labels' (N, 9) float32}}."""
+def feature_kinds(config) -> list[str]:
+    kinds = [k for k in config.model.features.split(",") if k]
+    bad = [k for k in kinds if k not in FEATURES]
+    if bad or not kinds or len(set(kinds)) != len(kinds):
+        raise ValueError(f"model.features must be a comma-separated subset of {FEATURES}, got "
+                         f"{config.model.features!r}")
+    if "fasttext" in kinds and not config.data.fasttext_vec:
+        raise ValueError("model.features=fasttext needs config.data.fasttext_vec: a FastText .vec "
+                         "file (e.g. wiki.en.vec from fasttext.cc); nothing is downloaded")
+    return kinds
+
+
+def row_name(config) -> str:
+    """The Table 18 row this config reproduces, e.g. 'resnet (256 dim)'."""
+    kinds = feature_kinds(config)
+    name = "+".join(kinds)
+    if config.data.pca_components and {"resnet", "fasttext"} & set(kinds):
+        name += f" ({config.data.pca_components} dim)"
+    return name
+
+
+def load_data(config: ml_collections.ConfigDict) -> dict:
+    """{'corners': lf.Corners, 'inputs': {resnet (N, 4, D) | text (N, L) | fasttext (N, L)},
+    'word_table': (V + 1, F) or None, 'vocab_size', 'features_dir', 'oov'}."""
     d = config.data
+    kinds = feature_kinds(config)
     names = [n for n in d.neighborhoods.split(",") if n]
-    if d.features and not d.maps_dir:
-        raise ValueError("config.data.features needs the real maps: set config.data.maps_dir")
     nmaps = (maps.load_maps(d.maps_dir, names) if d.maps_dir
              else maps.synthetic_maps(d.synthetic_seed, names or maps.NEIGHBORHOODS))
-    if d.features:
-        feats, source = lf.load_features(d.features), d.features
-    else:
-        feats = lf.synthetic_features(nmaps, d.synthetic_dim, d.synthetic_seed, d.synthetic_noise,
-                                      d.synthetic_visibility)
-        source = "synthetic features"
-    data = {}
-    for split, corners in lf.split_corners(nmaps).items():
-        keep = np.ones(len(corners), bool)
-        if d.allow_missing:
-            keep = np.asarray([k in feats for k in corners.keys], bool)
-        keys = corners.keys[keep]
-        try:
-            x = lf.gather_features(feats, keys.tolist(), source)
-        except KeyError as e:
-            raise ValueError(f"{e.args[0]} ({split} split); set config.data.allow_missing=True to "
-                             "drop corners without features") from None
-        data[split] = {"keys": keys, "labels": corners.labels[keep], "features": x}
-    if not len(data["train"]["keys"]):
-        raise ValueError(f"no training corners with features ({source})")
-    if d.standardize:
-        views = data["train"]["features"].reshape(-1, data["train"]["features"].shape[-1])
-        mean, std = views.mean(0), views.std(0) + 1e-6
-        for split in data.values():
-            split["features"] = ((split["features"] - mean) / std).astype(np.float32)
-    return data
+    use_text = bool({"textrecog", "fasttext"} & set(kinds))
+    tmp = None
+    features_dir = d.features_dir
+    if not features_dir:
+        tmp = features_dir = tempfile.mkdtemp(prefix="ttw_landmarks_")
+        release.write_synthetic_release(tmp, {m.name: m.corners for m in nmaps}, d.synthetic_seed,
+                                        dim=d.synthetic_dim)
+    try:
+        resnet, text = lf.read_release(features_dir, nmaps, "resnet" in kinds, use_text,
+                                       d.pca_components if "resnet" in kinds else 0)
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    corners = lf.build_corners(nmaps, resnet, text,
+                               os.path.join(features_dir, release.RESNET_FILE))
+    inputs, table, vocab, oov = {}, None, [], 0
+    if resnet is not None:
+        inputs["resnet"] = corners.resnet
+    if use_text:
+        vocab = lf.vocabulary(text)
+        ids = lf.token_ids(corners.words, vocab)
+        if "textrecog" in kinds:
+            inputs["text"] = ids
+        if "fasttext" in kinds:
+            vectors, dim = release.read_vec(d.fasttext_vec, vocab)
+            table, oov = lf.word_table(vocab, vectors, dim, d.pca_components)
+            inputs["fasttext"] = ids
+    return {"corners": corners, "inputs": inputs, "word_table": table, "vocab_size": len(vocab),
+            "features_dir": d.features_dir or "synthetic", "oov": oov}
+
+
+def _scores(logits: np.ndarray, labels: np.ndarray) -> dict:
+    return multilabel_metrics(logits >= 0, labels)
 
 
 def summarize(m: dict) -> dict:
-    """JSON-ready scores: the micro/macro floats and per-class precision/recall/f1/support."""
-    out = {k: v for k, v in m.items() if k.startswith(("micro_", "macro_"))}
+    """JSON-ready scores: weighted / micro / macro floats and per-class precision, recall, F1,
+    support."""
+    out = {k: v for k, v in m.items() if k.startswith(("weighted_", "micro_", "macro_"))}
     out["per_class"] = {name: {"precision": float(m["precision"][c]), "recall": float(m["recall"][c]),
                                "f1": float(m["f1"][c]), "support": int(m["support"][c])}
                         for c, name in enumerate(lf.CLASS_NAMES)}
@@ -76,85 +131,134 @@ def summarize(m: dict) -> dict:
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
-    """Trains, selects on validation F1, evaluates; returns (and writes) the results dict:
-    {config, best_step, pos_weight, corners, history, train/valid/test: {model, all_positive,
-    random: scores}} (scores as in `summarize`)."""
+    """Trains and evaluates (steps in the module docstring); returns and writes the results:
+    {row, table18 {train_loss, valid_loss, train_f1, valid_f1, valid_precision, valid_recall},
+    best_epoch, corners, valid {model, all_positive, random}, history, ...}."""
     check_eval(config, SELECT_METRICS)
-    if config.eval.mode != "max":
-        raise ValueError(f"eval.mode must be 'max' for F1, got {config.eval.mode!r}")
-    if config.eval_every < 1 or config.num_steps < config.eval_every:
-        raise ValueError("need 1 <= config.eval_every <= config.num_steps")
     if config.model.name not in MODELS:
         raise ValueError(f"model.name must be one of {MODELS}, got {config.model.name!r}")
-    tx = make_optimizer(config.optim, config.num_steps)
+    if config.batch_size < 1 or config.num_epochs < 1:
+        raise ValueError("need batch_size >= 1 and num_epochs >= 1")
+    if not 0.0 < config.valid_fraction < 1.0:
+        raise ValueError(f"valid_fraction must be in (0, 1), got {config.valid_fraction}")
+    feature_kinds(config)
     run = Run.start(config, workdir, batch_sizes=())
     data = load_data(config)
-    train = data["train"]
-    n_train = len(train["keys"])
-    m = config.model
-    model = LandmarkClassifier(hidden=m.hidden, num_classes=lf.NUM_CLASSES, pool=m.pool,
-                               dropout=m.dropout)
-    params = model.init(run.key(INIT), jnp.asarray(train["features"][:1]))["params"]
-    opt_state = tx.init(params)
-    run.writer.truncate_after(0)               # a rerun starts the history again
-    pw = pos_weights(train["labels"], config.max_pos_weight)
-    loss_fn = landmark_loss(model.apply, pw)
-    x_train, y_train = jnp.asarray(train["features"]), jnp.asarray(train["labels"])
-    step_key = run.key(STEPS)
-    batch_size = config.batch_size
+    corners, inputs, table = data["corners"], data["inputs"], data["word_table"]
+    valid_mask = lf.random_split(len(corners), config.seed, config.valid_fraction)
+    idx = {"train": np.flatnonzero(~valid_mask), "valid": np.flatnonzero(valid_mask)}
+    if not len(idx["train"]) or not len(idx["valid"]):
+        raise ValueError(f"{len(corners)} corners give an empty train or valid split")
+    labels = corners.labels
+    weights = class_weights(labels, labels[idx["train"]])
 
-    def step(i, carry):
-        params, opt_state, _ = carry
-        k_batch, k_drop = jax.random.split(jax.random.fold_in(step_key, i))
-        if batch_size:
-            idx = jax.random.randint(k_batch, (batch_size,), 0, n_train)
-            batch = {"features": x_train[idx], "labels": y_train[idx]}
-        else:
-            batch = {"features": x_train, "labels": y_train}
-        (loss, _), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, batch, k_drop)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
+    m = config.model
+    model = BagOfEmbeddings(num_classes=lf.NUM_CLASSES, text_vocab=data["vocab_size"] + 1,
+                            text_embed=m.text_embed, resnet_scale_div=m.resnet_scale_div,
+                            pool=m.pool, bias=m.bias)
+    table = None if table is None else jnp.asarray(table)
+    take = lambda rows: {k: jnp.asarray(v[rows]) for k, v in inputs.items()}
+    params = model.init(run.key(INIT), take(idx["train"][:1]), table)["params"]
+    steps_per_epoch = -(-len(idx["train"]) // config.batch_size)
+    tx = make_optimizer(config.optim, config.num_epochs * steps_per_epoch)
+    opt_state = tx.init(params)
+
+    def loss_fn(p, batch, y, w):
+        logits = model.apply({"params": p}, batch, table)
+        return weighted_bce(logits, y, w), logits
 
     @jax.jit
-    def run_steps(params, opt_state, start):
-        return jax.lax.fori_loop(start, start + config.eval_every, step,
-                                 (params, opt_state, jnp.zeros((), jnp.float32)))
+    def train_step(p, opt_state, batch, y, w):
+        (loss, logits), grads = jax.value_and_grad(loss_fn, has_aux=True)(p, batch, y, w)
+        updates, opt_state = tx.update(grads, opt_state, p)
+        return optax.apply_updates(p, updates), opt_state, loss, logits
 
-    predict = jax.jit(lambda p, x: model.apply({"params": p}, x) > 0)
-    inputs = {s: jnp.asarray(v["features"]) for s, v in data.items()}
+    eval_step = jax.jit(loss_fn)
 
-    best, best_params, best_step, history = -1.0, params, 0, []
-    for start in range(0, config.num_steps - config.eval_every + 1, config.eval_every):
-        params, opt_state, loss = run_steps(params, opt_state, start)
-        now = start + config.eval_every
-        m = multilabel_metrics(np.asarray(predict(params, inputs["valid"])), data["valid"]["labels"])
-        history.append({"step": now, "loss": float(loss), "valid_micro_f1": m["micro_f1"],
-                        "valid_macro_f1": m["macro_f1"]})
-        run.writer.write(now, {"train/loss": float(loss), "valid/micro_f1": m["micro_f1"],
-                               "valid/macro_f1": m["macro_f1"]})
-        if m[config.eval.metric] > best:
-            best, best_params, best_step = m[config.eval.metric], params, now
+    def batch_means(rows_list, step):
+        """Means over batches, weighted by batch size, of loss and the weighted scores."""
+        total = dict.fromkeys(SCORES, 0.0)
+        for rows in rows_list:
+            loss, logits = step(rows)
+            s = _scores(np.asarray(logits), labels[rows])
+            for k in SCORES:
+                total[k] += len(rows) * (float(loss) if k == "loss" else s[k])
+        n = sum(len(r) for r in rows_list)
+        return {k: v / n for k, v in total.items()}
 
-    results = {"config": config.to_dict(), "best_step": best_step, "num_steps": config.num_steps,
-               "class_names": list(lf.CLASS_NAMES), "pos_weight": pw.tolist(),
-               "corners": {s: len(v["keys"]) for s, v in data.items()}, "history": history}
-    for i, (split, v) in enumerate(data.items()):
-        preds = {"model": np.asarray(predict(best_params, inputs[split])),
-                 "all_positive": all_positive(v["labels"].shape),
-                 "random": random_positive(v["labels"].shape, config.seed * 10 + i, config.random_p)}
-        results[split] = {k: summarize(multilabel_metrics(p, v["labels"])) for k, p in preds.items()}
+    def batches(rows):
+        return [rows[i:i + config.batch_size] for i in range(0, len(rows), config.batch_size)]
+
+    run.writer.truncate_after(0)               # a rerun starts the history again
+    shuffle_key = run.key(STEPS)
+    sign = 1.0 if config.eval.mode == "max" else -1.0
+    best, best_params, best_epoch, best_row, history = -np.inf, params, 0, None, []
+    state = {"params": params, "opt": opt_state}
+
+    def train_batch(rows):
+        state["params"], state["opt"], loss, logits = train_step(
+            state["params"], state["opt"], take(rows), jnp.asarray(labels[rows]),
+            jnp.asarray(weights[rows]))
+        return loss, logits
+
+    def valid_batch(rows):
+        return eval_step(state["params"], take(rows), jnp.asarray(labels[rows]),
+                         jnp.asarray(weights[rows]))
+
+    for epoch in range(1, config.num_epochs + 1):
+        order = np.asarray(jax.random.permutation(jax.random.fold_in(shuffle_key, epoch),
+                                                  idx["train"]))
+        train = batch_means(batches(order), train_batch)
+        valid = batch_means(batches(idx["valid"]), valid_batch)
+        record = {"step": epoch, **{f"train/{k}": v for k, v in train.items()},
+                  **{f"valid/{k}": v for k, v in valid.items()}}
+        history.append(record)
+        run.writer.write(epoch, {k: v for k, v in record.items() if k != "step"})
+        if sign * valid[config.eval.metric] > best:
+            best, best_params, best_epoch = sign * valid[config.eval.metric], state["params"], epoch
+            best_row = {"train_loss": train["loss"], "valid_loss": valid["loss"],
+                        "train_f1": train["weighted_f1"], "valid_f1": valid["weighted_f1"],
+                        "valid_precision": valid["weighted_precision"],
+                        "valid_recall": valid["weighted_recall"]}
+
+    y_valid = labels[idx["valid"]]
+    logits = np.asarray(model.apply({"params": best_params}, take(idx["valid"]), table))
+    preds = {"model": logits >= 0, "all_positive": all_positive(y_valid.shape),
+             "random": random_positive(y_valid.shape, config.seed)}
+    results = {"config": config.to_dict(), "row": row_name(config), "table18": best_row,
+               "best_epoch": best_epoch, "num_epochs": config.num_epochs,
+               "class_names": list(lf.CLASS_NAMES), "features_dir": data["features_dir"],
+               "corners": {s: int(len(v)) for s, v in idx.items()},
+               "positives": {"train": labels[idx["train"]].sum(0).astype(int).tolist(),
+                             "valid": y_valid.sum(0).astype(int).tolist()},
+               "vocab_size": data["vocab_size"], "words_without_vector": data["oov"],
+               "valid": {k: summarize(multilabel_metrics(p, y_valid)) for k, p in preds.items()},
+               "history": history}
+    viz.plot_learning_curve(
+        history, os.path.join(str(run.workdir), "learning_curve.png"),
+        keys=("train/loss", "valid/loss", "valid/weighted_f1"),
+        hlines={"all positive": results["valid"]["all_positive"]["weighted_f1"],
+                "random (0.5)": results["valid"]["random"]["weighted_f1"]})
     return run.finish(results, format_results(results))
 
 
 def format_results(results: dict) -> str:
-    lines = [f"landmark classification: {results['corners']} corners, best step "
-             f"{results['best_step']} of {results['num_steps']}",
-             f"{'split':<6} {'method':<13} {'micro P':>8} {'micro R':>8} {'micro F1':>9} "
-             f"{'macro P':>8} {'macro R':>8} {'macro F1':>9}"]
-    for split in maps.SPLITS:
-        for method in METHODS:
-            r = results[split][method]
-            lines.append(f"{split:<6} {method:<13} {r['micro_precision']:8.3f} {r['micro_recall']:8.3f} "
-                         f"{r['micro_f1']:9.3f} {r['macro_precision']:8.3f} {r['macro_recall']:8.3f} "
-                         f"{r['macro_f1']:9.3f}")
+    """Table 18's columns for this run and the baselines, beside the paper's rows."""
+    fmt = lambda x: f"{x:9.4f}" if x is not None else f"{'-':>9}"
+    head = (f"{'features':<22} {'tr loss':>9} {'va loss':>9} {'tr F1':>9} {'va F1':>9} "
+            f"{'va P':>9} {'va R':>9}")
+    t, v = results["table18"], results["valid"]
+    ours = [(results["row"], (t["train_loss"], t["valid_loss"], t["train_f1"], t["valid_f1"],
+                              t["valid_precision"], t["valid_recall"])),
+            ("all positive", (None, None, None, v["all_positive"]["weighted_f1"],
+                              v["all_positive"]["weighted_precision"],
+                              v["all_positive"]["weighted_recall"])),
+            ("random (0.5)", (None, None, None, v["random"]["weighted_f1"],
+                              v["random"]["weighted_precision"], v["random"]["weighted_recall"]))]
+    lines = [f"landmark classification ({results['features_dir']} features): "
+             f"{results['corners']} corners, best epoch {results['best_epoch']} of "
+             f"{results['num_epochs']}", "this run (weighted scores on the valid corners):", head]
+    lines += [f"{name:<22} " + " ".join(fmt(x) for x in row) for name, row in ours]
+    lines += ["paper, Table 18:", head]
+    lines += [f"{name:<22} " + " ".join(fmt(x) for x in row) for name, row in PAPER_TABLE18.items()]
     return "\n".join(lines)

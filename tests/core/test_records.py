@@ -12,7 +12,7 @@ from ttw_jax.core import records as core
 from ttw_jax.rxr import records as rr
 from ttw_jax.rxr.graph import ConnectivityFormatError
 from ttw_jax.rxr.path_sampling import RegionFormatError
-from ttw_jax.talk_the_walk.landmarks.features import FeatureFormatError
+from ttw_jax.talk_the_walk.landmarks.release import FeatureFormatError
 from ttw_jax.talk_the_walk.language.dialogues import DialogueFormatError
 from ttw_jax.talk_the_walk.maps import MapFormatError
 from ttw_jax.touchdown import records as tr

@@ -30,15 +30,15 @@ def test_a_sweep_of_the_landmark_classifier_resumes(tmp_path):
     from experiments.ttw_landmarks import train
     from experiments.ttw_landmarks.configs import default
     c = default.get_config()
-    c.num_steps, c.eval_every = 20, 10
+    c.num_epochs = 3
     s = sweep.run_seeds(train.train_and_evaluate, c, tmp_path, [0, 1], "ttw_landmarks")
     per = [json.loads((tmp_path / f"s{i}" / "results.json").read_text()) for i in (0, 1)]
-    key = "test/model/micro_f1"
+    key = "valid/model/weighted_f1"
     vals = [sweep.numbers(r)[key] for r in per]
     assert s[key] == (pytest.approx(np.mean(vals)), pytest.approx(np.std(vals)))
     assert (tmp_path / "sweep.md").exists()
     # a rerun reads the finished runs back; another config in the same folder is refused
     assert sweep.run_seeds(train.train_and_evaluate, c, tmp_path, [0, 1], "ttw_landmarks") == s
-    c.num_steps = 30
+    c.num_epochs = 4
     with pytest.raises(ValueError, match="holds a finished run of another config"):
         sweep.run_seeds(train.train_and_evaluate, c, tmp_path, [0], "ttw_landmarks")

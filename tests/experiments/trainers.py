@@ -68,7 +68,7 @@ def _language(tfds_dir):
 
 def _landmarks(tfds_dir):
     c = TRAINERS["ttw_landmarks"].default.get_config()
-    c.model.hidden, c.num_steps, c.eval_every = 32, 120, 40
+    c.num_epochs = 3
     return c
 
 
@@ -134,8 +134,9 @@ TRAINERS = {t.name: t for t in (
             outputs=("results.json", "config.json", "vocab.json", "tourist/metrics.jsonl",
                      "guide_human_c1_masc/metrics.jsonl", "guide_generated_T1/metrics.jsonl",
                      "pg_T1/metrics.jsonl")),
-    Trainer("ttw_landmarks", _landmarks, (40, 80, 120), crash_after=0, checkpoints_at_crash=(),
-            resumable=False, changed=("model.hidden", 64, "model.hidden: 32 -> 64")),
+    Trainer("ttw_landmarks", _landmarks, (1, 2, 3), crash_after=0, checkpoints_at_crash=(),
+            resumable=False, changed=("num_epochs", 4, "num_epochs: 3 -> 4"),
+            outputs=("results.json", "config.json", "metrics.jsonl", "learning_curve.png")),
     Trainer("touchdown_nav", _touchdown_nav, (8, 16, 24), crash_after=13,
             checkpoints_at_crash=("8",), xla_optimized=True,
             changed=("model.name", "rconcat", "model.name: 'ga' -> 'rconcat'"),

@@ -1,238 +1,154 @@
-"""Per-corner view features and landmark-type labels for landmark classification (Talk The Walk,
-Appendix F).
+"""Per-corner inputs and labels of landmark classification, as the released protocol builds them.
 
-At every corner of a neighbourhood the tourist sees 4 views; a classifier predicts from their
-features which of the 9 landmark types (`CLASS_NAMES`) stand at the corner (multi-label, a corner
-may have none). Features are user-supplied, keyed by corner `"<nbh>_<cx>_<cy>"` (corner coordinates
-as in `ttw_jax.talk_the_walk.maps`), in one of two files:
-
-* `.npz`: arrays `keys` (N,) str and `features` (N, 4, D) float.
-* `.json`: an object mapping each key to a list of 4 views, each a list of D numbers:
-  `{"fidi_0_3": [[...D], [...D], [...D], [...D]], ...}`. The official release's `resnetfeat.json`
-  is organised differently (per neighbourhood and view); convert it to this layout first.
-
-The order of the 4 views is free: the classifier pools over them.
-
-Splits: a corner belongs to the most held-out split among the windows containing it
-(`maps.window_split`): test if any test window contains it, else valid if any valid window does,
-else train. Held-out corners are thus never trained on, although the official windows overlap.
+Every corner of every loaded neighbourhood is one example, in neighbourhood order and then
+`np.ndindex` order of its corners (cx major). Its label is multi-hot over `CLASS_NAMES`, the 9
+landmark types and Empty (a corner without landmarks), column = landmark id - 1. Its inputs are
+the features of its 4 relevant views (`release.relevant_views`): ResNet vectors (4, D) and the
+words recognised in them, as ids into a vocabulary of every string in the text files (0 pads).
+The train / valid split is a seeded coin per corner (`random_split`), as the released
+`create_split` draws one (unseeded there) per corner.
 """
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import re
 from typing import Mapping, Sequence
 
 import numpy as np
 
-from ttw_jax.core.records import RecordFormatError, is_number, read_json
 from ttw_jax.talk_the_walk import maps
+from ttw_jax.talk_the_walk.landmarks import release
 
-CLASS_NAMES = maps.LANDMARK_TYPES[1:maps.EMPTY_ID]  # the 9 landmark types, label column order
+CLASS_NAMES = maps.LANDMARK_TYPES[1:]   # 9 types and Empty: label column = landmark id - 1
 NUM_CLASSES = len(CLASS_NAMES)
 NUM_VIEWS = 4
-SOURCE_HINT = ("View features (ResNet image features or text-recognition embeddings) come from the "
-               "official Talk The Walk release (github.com/facebookresearch/talkthewalk, "
-               "scripts/download_data.sh), converted to one entry per corner; see "
-               "ttw_jax/talk_the_walk/landmarks/features.py for the layout.")
-_KEY = re.compile(r"^([A-Za-z]+)_(\d+)_(\d+)$")
-
-
-class FeatureFormatError(RecordFormatError):
-    """A feature file exists but its content is not in the documented layout."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Corners:
-    """A set of corners: keys (N,) str `"<nbh>_<cx>_<cy>"` and labels (N, 9) float32 multi-hot."""
+    """keys (N,) `"<nbh>_<cx>_<cy>"`; labels (N, 10) float32 multi-hot; resnet (N, 4, D) float32
+    or None; words (N,) lists of the strings read in the relevant views, or None."""
     keys: np.ndarray
     labels: np.ndarray
+    resnet: np.ndarray | None = None
+    words: list[list[str]] | None = None
 
     def __len__(self) -> int:
         return int(self.keys.shape[0])
 
 
-def corner_key(name: str, cx: int, cy: int) -> str:
-    return f"{name}_{cx}_{cy}"
-
-
-def parse_corner_key(key: str) -> tuple[str, int, int] | None:
-    """(name, cx, cy) of a key, or None when it is not of the form `<nbh>_<cx>_<cy>`."""
-    m = _KEY.match(key) if isinstance(key, str) else None
-    return (m.group(1), int(m.group(2)), int(m.group(3))) if m else None
-
-
-def _fail(path: str, where: str, problem: str) -> FeatureFormatError:
-    return FeatureFormatError(f"{path}: {where}: {problem}")
-
-
-def _check_key(path: str, key, where: str) -> str:
-    if not isinstance(key, str) or parse_corner_key(key) is None:
-        raise _fail(path, where, f"expected a corner key '<nbh>_<cx>_<cy>' (e.g. 'fidi_0_3'), "
-                                 f"got {key!r}")
-    return key
-
-
-def _load_npz(path: str) -> dict[str, np.ndarray]:
-    try:
-        data = np.load(path, allow_pickle=False)
-    except Exception as e:  # a zip/npy decoding error
-        raise _fail(path, "file", f"not a readable .npz archive ({e})") from None
-    with data:
-        for field in ("keys", "features"):
-            if field not in data.files:
-                raise _fail(path, f"array '{field}'", f"missing; the archive has {sorted(data.files)}")
-        try:
-            keys = data["keys"]
-        except ValueError:
-            raise _fail(path, "array 'keys'", "must be a string array, not Python objects "
-                                              "(save it with keys.astype(str))") from None
-        feats = data["features"]
-    if keys.ndim != 1 or keys.dtype.kind != "U":
-        raise _fail(path, "array 'keys'", f"expected a 1-D string array, got dtype {keys.dtype} "
-                                          f"shape {keys.shape}")
-    if feats.ndim != 3 or feats.shape[1] != NUM_VIEWS or feats.shape[0] != len(keys):
-        raise _fail(path, "array 'features'", f"expected shape ({len(keys)}, {NUM_VIEWS}, D) "
-                                              f"(one row per key), got {feats.shape}")
-    if feats.dtype.kind not in "fiu":
-        raise _fail(path, "array 'features'", f"expected numbers, got dtype {feats.dtype}")
-    out = {}
-    for i, key in enumerate(keys.tolist()):
-        _check_key(path, key, f"array 'keys', entry {i}")
-        if key in out:
-            raise _fail(path, f"key {key!r}", "appears more than once in 'keys'")
-        out[key] = np.asarray(feats[i], np.float32)
-    return out
-
-
-def _load_json(path: str) -> dict[str, np.ndarray]:
-    obj = read_json(path, FeatureFormatError, SOURCE_HINT)
-    if not isinstance(obj, dict):
-        raise _fail(path, "top level", "expected an object mapping '<nbh>_<cx>_<cy>' to 4 views, "
-                                       f"got {type(obj).__name__}")
-    out, dim = {}, None
-    for key, views in obj.items():
-        _check_key(path, key, f"key {key!r}")
-        if not isinstance(views, list) or len(views) != NUM_VIEWS:
-            got = f"{len(views)} items" if isinstance(views, list) else type(views).__name__
-            raise _fail(path, f"key {key!r}", f"expected a list of {NUM_VIEWS} views, got {got}")
-        for v, view in enumerate(views):
-            where = f"key {key!r}, view {v}"
-            if not isinstance(view, list):
-                raise _fail(path, where, f"expected a list of numbers, got {type(view).__name__}")
-            for j, x in enumerate(view):
-                if not is_number(x):
-                    raise _fail(path, f"{where}, element {j}", f"expected a finite number, got "
-                                                               f"{x!r}")
-            if dim is None:
-                dim = len(view)
-            if len(view) != dim or not dim:
-                raise _fail(path, where, f"expected {dim} numbers (the size of the first view), "
-                                         f"got {len(view)}")
-        out[key] = np.asarray(views, np.float32)
-    return out
-
-
-def load_features(path: str) -> dict[str, np.ndarray]:
-    """Reads a `.npz` or `.json` feature file (layouts in the module docstring).
-
-    Returns {corner key: (4, D) float32}. Errors name the file and the offending key / field.
-    """
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path}: landmark feature file not found (expected a .npz or .json "
-                                f"feature file). {SOURCE_HINT}")
-    ext = os.path.splitext(path)[1].lower()
-    if ext == ".npz":
-        return _load_npz(path)
-    if ext == ".json":
-        return _load_json(path)
-    raise _fail(path, "file name", f"unknown extension {ext!r}; expected .npz or .json")
-
-
-def save_features(path: str, features: Mapping[str, np.ndarray]) -> None:
-    """Writes {key: (4, D)} in the layout `load_features` reads (by the extension of `path`)."""
-    keys = sorted(features)
-    if path.lower().endswith(".npz"):
-        stacked = np.stack([np.asarray(features[k], np.float32) for k in keys]) if keys else \
-            np.zeros((0, NUM_VIEWS, 0), np.float32)
-        np.savez(path, keys=np.asarray(keys, dtype=str), features=stacked)
-    elif path.lower().endswith(".json"):
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump({k: np.asarray(features[k], float).tolist() for k in keys}, f)
-    else:
-        raise ValueError(f"{path}: expected a .npz or .json file name")
-
-
-def corner_keys(nmap: maps.NeighborhoodMap) -> np.ndarray:
-    """(X*Y,) keys of a neighbourhood's corners in `np.ndindex(X, Y)` order (cx major)."""
-    return np.asarray([corner_key(nmap.name, cx, cy) for cx, cy in np.ndindex(*nmap.corners.shape[:2])])
-
-
 def corner_labels(nmap: maps.NeighborhoodMap) -> np.ndarray:
-    """(X*Y, 9) float32 multi-hot landmark types per corner, rows in `corner_keys` order."""
+    """(X*Y, 10) float32: the landmark types at each corner, Empty where there are none."""
     ids = nmap.corners.reshape(-1, nmap.corners.shape[-1])
-    classes = np.arange(1, NUM_CLASSES + 1)
-    return (ids[:, :, None] == classes).any(1).astype(np.float32)
+    labels = (ids[:, :, None] == np.arange(1, NUM_CLASSES + 1)).any(1)
+    labels[:, NUM_CLASSES - 1] |= ~labels[:, :NUM_CLASSES - 1].any(1)   # no landmark: Empty
+    return labels.astype(np.float32)
 
 
-def corner_splits(nmap: maps.NeighborhoodMap) -> np.ndarray:
-    """(X*Y,) split name per corner (rule in the module docstring), rows in `corner_keys` order."""
-    width, height = nmap.corners.shape[:2]
-    rank = np.zeros((width, height), int)  # 0 train, 1 valid, 2 test
-    bx, by = nmap.boundary
-    for mx in range(bx + 1):
-        for my in range(by + 1):
-            r = maps.SPLITS.index(maps.window_split(mx, my, nmap.boundary))
-            block = rank[2 * mx:2 * mx + maps.WINDOW, 2 * my:2 * my + maps.WINDOW]
-            np.maximum(block, r, out=block)
-    return np.asarray(maps.SPLITS)[rank.reshape(-1)]
+def corner_coords(nmap: maps.NeighborhoodMap) -> list[tuple[int, int]]:
+    return list(np.ndindex(*nmap.corners.shape[:2]))
 
 
-def split_corners(nmaps: Sequence[maps.NeighborhoodMap]) -> dict[str, Corners]:
-    """{'train', 'valid', 'test'}: the corners of `nmaps` in each split, neighbourhoods in order."""
-    keys = np.concatenate([corner_keys(m) for m in nmaps])
-    labels = np.concatenate([corner_labels(m) for m in nmaps])
-    splits = np.concatenate([corner_splits(m) for m in nmaps])
-    return {s: Corners(keys[splits == s], labels[splits == s]) for s in maps.SPLITS}
-
-
-def gather_features(features: Mapping[str, np.ndarray], keys: Sequence[str],
-                    source: str = "features") -> np.ndarray:
-    """(N, 4, D) float32 features of `keys`; a KeyError names `source` and the missing keys."""
-    missing = [k for k in keys if k not in features]
-    if missing:
-        shown = ", ".join(repr(k) for k in missing[:5]) + (" ..." if len(missing) > 5 else "")
-        raise KeyError(f"{source}: no features for {len(missing)} of {len(keys)} corners: {shown}")
-    if not len(keys):
-        return np.zeros((0, NUM_VIEWS, 0), np.float32)
-    out = np.stack([np.asarray(features[k], np.float32) for k in keys])
-    if out.ndim != 3 or out.shape[1] != NUM_VIEWS:
-        raise ValueError(f"{source}: expected ({NUM_VIEWS}, D) features per corner, got {out.shape[1:]}")
-    return out
-
-
-def synthetic_features(nmaps: Sequence[maps.NeighborhoodMap], dim: int = 64, seed: int = 0,
-                       noise: float = 0.5, visibility: float = 0.5) -> dict[str, np.ndarray]:
-    """Learnable but noisy stand-ins for view features: {corner key: (4, D) float32}.
-
-    Each landmark type has a fixed random prototype (unit norm). In each view every landmark at
-    the corner is visible independently with probability `visibility`; the view's feature is the
-    sum of the visible landmarks' prototypes plus N(0, noise^2) per dimension. A landmark is
-    missed by all 4 views with probability (1 - visibility)^4.
-    """
-    rng = np.random.default_rng(seed)
-    protos = rng.standard_normal((NUM_CLASSES + 1, dim))
-    protos /= np.linalg.norm(protos, axis=1, keepdims=True)
-    protos[0] = 0.0  # padding / "Empty" contribute nothing
-    out = {}
+def build_corners(nmaps: Sequence[maps.NeighborhoodMap],
+                  resnet: Mapping[str, Mapping[str, np.ndarray]] | None = None,
+                  text: Mapping[str, Mapping[str, list[str]]] | None = None,
+                  resnet_source: str = release.RESNET_FILE) -> Corners:
+    """The examples of `nmaps` with the features given: `resnet` {nbh: {view key: (D,)}} (as
+    `release.read_resnet`), `text` {nbh: {view key: [str]}} (as `release.read_text`; a view
+    without an entry reads nothing). A corner whose relevant view has no ResNet vector is an
+    error naming `resnet_source`, the neighbourhood and the key."""
+    keys, labels, feats, words = [], [], [], []
     for m in nmaps:
-        ids = m.corners.reshape(-1, m.corners.shape[-1])
-        ids = np.where((ids >= 1) & (ids <= NUM_CLASSES), ids, 0)                 # (C, K)
-        visible = rng.random((len(ids), NUM_VIEWS, ids.shape[1])) < visibility   # (C, 4, K)
-        feats = np.einsum("cvk,ckd->cvd", visible.astype(float), protos[ids])
-        feats += noise * rng.standard_normal(feats.shape)
-        for key, f in zip(corner_keys(m), feats.astype(np.float32)):
-            out[str(key)] = f
+        labels.append(corner_labels(m))
+        if resnet is not None and m.name not in resnet:
+            raise release.FeatureFormatError(
+                f"{resnet_source}: no neighbourhood {m.name!r} (it has {sorted(resnet)})")
+        for cx, cy in corner_coords(m):
+            keys.append(f"{m.name}_{cx}_{cy}")
+            views = release.relevant_views(cx, cy)
+            if resnet is not None:
+                missing = [k for k in views if k not in resnet[m.name]]
+                if missing:
+                    raise release.FeatureFormatError(
+                        f"{resnet_source}: neighbourhood {m.name!r}: no vector for view "
+                        f"{missing[0]!r} of corner ({cx}, {cy})")
+                feats.append(np.stack([resnet[m.name][k] for k in views]))
+            if text is not None:
+                words.append([w for k in views for w in text.get(m.name, {}).get(k, ())])
+    return Corners(np.asarray(keys), np.concatenate(labels),
+                   np.stack(feats) if resnet is not None else None,
+                   words if text is not None else None)
+
+
+def random_split(n: int, seed: int, valid_fraction: float = 0.3) -> np.ndarray:
+    """(n,) bool, True for a validation corner: a uniform draw per corner above
+    1 - `valid_fraction` (the released `random.random() > 0.7`), seeded here."""
+    return np.random.default_rng(seed).random(n) > 1.0 - valid_fraction
+
+
+def vocabulary(text: Mapping[str, Mapping[str, list[str]]]) -> list[str]:
+    """Every string in the text files (all views of all neighbourhoods), sorted; id = index + 1."""
+    return sorted({w for views in text.values() for ws in views.values() for w in ws})
+
+
+def token_ids(words: Sequence[Sequence[str]], vocab: Sequence[str]) -> np.ndarray:
+    """(N, L) int32 ids (index in `vocab` + 1; 0 pads to the longest corner, L >= 1)."""
+    index = {w: i + 1 for i, w in enumerate(vocab)}
+    out = np.zeros((len(words), max([1] + [len(w) for w in words])), np.int32)
+    for i, ws in enumerate(words):
+        out[i, :len(ws)] = [index[w] for w in ws]
     return out
+
+
+def pca(x: np.ndarray, n_components: int, where: str = "features") -> np.ndarray:
+    """Projection of the rows of x (M, D) on their first `n_components` principal axes (centred,
+    not whitened; each axis signed so that its largest-magnitude score is positive)."""
+    x = np.asarray(x, np.float64)
+    if not 0 < n_components <= min(x.shape):
+        raise ValueError(f"PCA of {where}: n_components must be in 1..{min(x.shape)} (rows, "
+                         f"dimensions), got {n_components}")
+    xc = x - x.mean(0)
+    u, s, _ = np.linalg.svd(xc, full_matrices=False)
+    scores = u[:, :n_components] * s[:n_components]
+    sign = np.sign(scores[np.abs(scores).argmax(0), np.arange(n_components)])
+    return (scores * np.where(sign == 0, 1, sign)).astype(np.float32)
+
+
+def pca_resnet(resnet: Mapping[str, Mapping[str, np.ndarray]], n_components: int
+               ) -> dict[str, dict[str, np.ndarray]]:
+    """PCA fitted on every vector of the file (all neighbourhoods, all views), as released."""
+    keys = [(n, k) for n, views in resnet.items() for k in views]
+    reduced = pca(np.stack([resnet[n][k] for n, k in keys]), n_components, release.RESNET_FILE)
+    out = {n: {} for n in resnet}
+    for (n, k), v in zip(keys, reduced):
+        out[n][k] = v
+    return out
+
+
+def word_table(vocab: Sequence[str], vectors: Mapping[str, np.ndarray], dim: int,
+               n_components: int = 0) -> tuple[np.ndarray, int]:
+    """((V + 1, dim') float32 rows of `vocab`'s vectors (row 0 and words without a vector are
+    zeros), number of words without one). With `n_components`, PCA fitted on the words that
+    have a vector (the released code fits on every word of the text files)."""
+    found = [i for i, w in enumerate(vocab) if w in vectors]
+    rows = np.stack([vectors[vocab[i]] for i in found]) if found else np.zeros((0, dim), np.float32)
+    if n_components:
+        rows = pca(rows, n_components, "FastText vectors")
+    table = np.zeros((len(vocab) + 1, rows.shape[1] if n_components else dim), np.float32)
+    table[np.asarray(found, int) + 1] = rows
+    return table, len(vocab) - len(found)
+
+
+def read_release(features_dir: str, nmaps: Sequence[maps.NeighborhoodMap], use_resnet: bool,
+                 use_text: bool, resnet_pca: int = 0):
+    """(resnet {nbh: {key: (D,)}} or None, text {nbh: {key: [str]}} or None) from a release
+    folder: `<features_dir>/resnetfeat.json` and `<features_dir>/<nbh>/text.json`."""
+    resnet = text = None
+    if use_resnet:
+        resnet = release.read_resnet(os.path.join(features_dir, release.RESNET_FILE))
+        if resnet_pca:
+            resnet = pca_resnet(resnet, resnet_pca)
+    if use_text:
+        text = {m.name: release.read_text(os.path.join(features_dir, m.name, release.TEXT_FILE))
+                for m in nmaps}
+    return resnet, text

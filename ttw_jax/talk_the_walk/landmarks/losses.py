@@ -1,41 +1,29 @@
-"""Landmark classification objective: binary cross-entropy with positives weighted by inverse
-class frequency (Talk The Walk, Appendix F)."""
+"""Landmark classification objective of the released code: binary cross-entropy with a weight
+per (corner, class) from the inverted class frequency of the training corners."""
 from __future__ import annotations
-
-from typing import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 
-def pos_weights(labels, max_weight: float = 100.0) -> np.ndarray:
-    """(C,) float32 positive weights `(N - n_c) / n_c` from training labels (N, C), clipped to
-    [1 / max_weight, max_weight]; a class without positives (n_c = 0) gets `max_weight`."""
-    labels = np.asarray(labels, float)
-    n, n_c = labels.shape[0], labels.sum(0)
-    w = np.divide(n - n_c, n_c, out=np.full_like(n_c, max_weight), where=n_c > 0)
-    return np.clip(w, 1.0 / max_weight, max_weight).astype(np.float32)
+def class_weights(labels, train_labels) -> np.ndarray:
+    """(N, C) float32 weights of `labels` (N, C): 1 / n_c where the class is present, 1 / (M - n_c)
+    where it is absent, n_c the positives of class c among the M `train_labels` (the released
+    `add_weights`, which uses the training counts for validation too). A count of 0 gives weight 0
+    (the released code would divide by zero)."""
+    train = np.asarray(train_labels, np.float64)
+    m, pos = train.shape[0], train.sum(0)
+    neg = m - pos
+    w_pos = np.divide(1.0, pos, out=np.zeros_like(pos), where=pos > 0)
+    w_neg = np.divide(1.0, neg, out=np.zeros_like(neg), where=neg > 0)
+    labels = np.asarray(labels) > 0
+    return np.where(labels, w_pos, w_neg).astype(np.float32)
 
 
-def weighted_bce(logits: jax.Array, labels: jax.Array, pos_weight: jax.Array) -> jax.Array:
-    """Mean over corners and classes of -(w_c y log s(z) + (1 - y) log(1 - s(z))), s the
-    sigmoid. logits, labels (N, C); pos_weight (C,). Returns a scalar."""
+def weighted_bce(logits: jax.Array, labels: jax.Array, weights: jax.Array) -> jax.Array:
+    """Mean over corners and classes of w * (-y log s(z) - (1 - y) log(1 - s(z))), as torch's
+    `BCEWithLogitsLoss(weight=w)`. logits, labels, weights (B, C); returns a scalar."""
     labels = labels.astype(logits.dtype)
-    per = -(pos_weight * labels * jax.nn.log_sigmoid(logits)
-            + (1.0 - labels) * jax.nn.log_sigmoid(-logits))
-    return jnp.mean(per)
-
-
-def landmark_loss(apply_fn: Callable, pos_weight) -> Callable:
-    """Returns loss_fn(params, batch, rng) -> (loss, metrics) for a `LandmarkClassifier` apply.
-
-    batch: features (B, 4, D), labels (B, C). metrics: loss (scalar).
-    """
-    pos_weight = jnp.asarray(pos_weight, jnp.float32)
-
-    def loss_fn(params, batch, rng):
-        logits = apply_fn({"params": params}, batch["features"], train=True, rngs={"dropout": rng})
-        loss = weighted_bce(logits, batch["labels"], pos_weight)
-        return loss, {"loss": loss}
-    return loss_fn
+    per = -(labels * jax.nn.log_sigmoid(logits) + (1.0 - labels) * jax.nn.log_sigmoid(-logits))
+    return jnp.mean(weights * per)

@@ -3,7 +3,9 @@
 Any ratio with a zero denominator is defined as 0 (e.g. precision of a class never predicted,
 recall of a class without positives). Micro scores pool the true/false positives and negatives of
 all classes; macro scores are unweighted means of the per-class scores (macro F1 is the mean of
-per-class F1, not the F1 of macro precision and recall).
+per-class F1, not the F1 of macro precision and recall); weighted scores are means of the per-class
+scores weighted by each class's support (its positives), as scikit-learn's `average='weighted'`
+that the released code reports (0 when no class has a positive).
 """
 from __future__ import annotations
 
@@ -36,9 +38,13 @@ def multilabel_metrics(pred, labels) -> dict:
     micro_p, micro_r = float(_ratio(tp.sum(), tp.sum() + fp.sum())), float(_ratio(tp.sum(), tp.sum() + fn.sum()))
     c = pred.shape[1]
     mean = lambda x: float(x.mean()) if c else 0.0
-    return {"micro_precision": micro_p, "micro_recall": micro_r, "micro_f1": float(_f1(micro_p, micro_r)),
+    support = labels.sum(0)
+    weighted = lambda x: float((x * support).sum() / support.sum()) if support.sum() else 0.0
+    return {"weighted_precision": weighted(precision), "weighted_recall": weighted(recall),
+            "weighted_f1": weighted(f1), "micro_precision": micro_p, "micro_recall": micro_r,
+            "micro_f1": float(_f1(micro_p, micro_r)),
             "macro_precision": mean(precision), "macro_recall": mean(recall), "macro_f1": mean(f1),
-            "precision": precision, "recall": recall, "f1": f1, "support": labels.sum(0),
+            "precision": precision, "recall": recall, "f1": f1, "support": support,
             "tp": tp, "fp": fp, "fn": fn}
 
 
@@ -48,6 +54,6 @@ def all_positive(shape) -> np.ndarray:
 
 
 def random_positive(shape, seed: int, p: float = 0.5) -> np.ndarray:
-    """The 'random' baseline: each entry positive independently with probability `p` (0.5 here;
-    a training-frequency variant would pass per-class `p` of shape (C,)). Bool `shape`."""
+    """The 'random (0.5)' baseline: each entry positive independently with probability `p` (the
+    released code draws `randint(2)`). Bool `shape`."""
     return np.random.default_rng(seed).random(shape) < np.asarray(p)

@@ -1,31 +1,66 @@
-"""Landmark classifier (Talk The Walk, Appendix F): which landmark types stand at a corner, given
-the features of its 4 views."""
+"""The landmark classifiers of Appendix F: bags of embeddings, a linear map and a sigmoid per class.
+
+Each feature kind present in the batch adds its logits (the released `LandmarkClassifier`):
+
+* `resnet` (B, 4, D): `W_r (x / resnet_scale_div)` per relevant view, pooled over the views;
+* `text` (B, L) int ids (0 pads): a learned look-up table `E` (`text_embed` wide), `W_t E[id]`
+  per recognised string, pooled over the strings;
+* `fasttext` (B, L) int ids with `word_table` (V + 1, F) fixed vectors: `W_f table[id]` per
+  string, pooled over the strings.
+
+`pool='sum'` is the bag of embeddings (with no bias, `W sum_v x_v = sum_v W x_v`); `'max'` takes
+the element-wise maximum over the non-padding items (0 when there are none). The released layers
+have no bias; `bias=True` adds the paper's `+ b`. A class is predicted when its logit is >= 0
+(sigmoid >= 0.5).
+"""
 from __future__ import annotations
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from ttw_jax.talk_the_walk.landmarks.features import NUM_CLASSES
 
-class LandmarkClassifier(nn.Module):
-    """Per-view Dense + ReLU, max (or mean) pooling over the views, Dense to one logit per class.
 
-    __call__(views (B, V, D), train) -> logits (B, num_classes); dropout (rate `dropout`, rng
-    stream 'dropout') on the pooled vector when `train`.
-    """
-    hidden: int = 128
-    num_classes: int = 9
-    pool: str = "max"  # max | mean
-    dropout: float = 0.0
+def _pool(logits: jax.Array, mask: jax.Array, pool: str) -> jax.Array:
+    """logits (B, M, C), mask (B, M) -> (B, C)."""
+    if pool == "sum":
+        return jnp.sum(logits * mask[..., None], axis=1)
+    if pool == "max":
+        masked = jnp.where(mask[..., None] > 0, logits, -jnp.inf)
+        return jnp.where(mask.any(1)[:, None], jnp.max(masked, axis=1), 0.0)
+    raise ValueError(f"pool must be 'sum' or 'max', got {pool!r}")
+
+
+class BagOfEmbeddings(nn.Module):
+    """__call__(batch) -> logits (B, num_classes); batch holds any of `resnet`, `text`,
+    `fasttext` (shapes in the module docstring); `word_table` is needed for `fasttext`."""
+    num_classes: int = NUM_CLASSES
+    text_vocab: int = 0          # V + 1 ids of the learned look-up table (text)
+    text_embed: int = 50
+    resnet_scale_div: float = 10.0
+    pool: str = "sum"
+    bias: bool = False
 
     @nn.compact
-    def __call__(self, views: jax.Array, train: bool = False) -> jax.Array:
-        h = nn.relu(nn.Dense(self.hidden, name="view")(views))
-        if self.pool == "max":
-            h = jnp.max(h, axis=-2)
-        elif self.pool == "mean":
-            h = jnp.mean(h, axis=-2)
-        else:
-            raise ValueError(f"pool must be 'max' or 'mean', got {self.pool!r}")
-        h = nn.Dropout(self.dropout, deterministic=not train)(h)
-        return nn.Dense(self.num_classes, name="out")(h)
+    def __call__(self, batch: dict, word_table: jax.Array | None = None) -> jax.Array:
+        parts = []
+        if "resnet" in batch:
+            x = batch["resnet"] / self.resnet_scale_div
+            z = nn.Dense(self.num_classes, use_bias=False, name="resnet_linear")(x)
+            parts.append(_pool(z, jnp.ones(x.shape[:2], z.dtype), self.pool))
+        if "text" in batch:
+            ids = batch["text"]
+            e = nn.Embed(self.text_vocab, self.text_embed, name="text_embed")(ids)
+            z = nn.Dense(self.num_classes, use_bias=False, name="text_linear")(e)
+            parts.append(_pool(z, (ids > 0).astype(z.dtype), self.pool))
+        if "fasttext" in batch:
+            ids = batch["fasttext"]
+            z = nn.Dense(self.num_classes, use_bias=False, name="fasttext_linear")(word_table[ids])
+            parts.append(_pool(z, (ids > 0).astype(z.dtype), self.pool))
+        if not parts:
+            raise ValueError("the batch holds none of 'resnet', 'text', 'fasttext'")
+        logits = sum(parts)
+        if self.bias:
+            logits = logits + self.param("bias", nn.initializers.zeros, (self.num_classes,))
+        return logits
