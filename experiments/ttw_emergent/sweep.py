@@ -1,4 +1,4 @@
-r"""Seeds x models x channels of Talk The Walk localization, one table of mean +- std.
+r"""Seeds x models x channels (x T) of Talk The Walk localization, one table of mean +- std.
 
   python -m experiments.ttw_emergent.sweep --workdir=/tmp/ttw_sweep \
       --config.data.maps_dir=../shared/data/ttw/maps --config.num_steps=3000 \
@@ -9,7 +9,10 @@ base config with `model.name`, the channel (discrete runs take `configs/discrete
 and `seed` set), so a killed sweep resumes where it stopped and finished runs are read back from
 their `results.json`. The table (`<workdir>/sweep.md`, `sweep.json`) gives, per model and channel,
 the mean and standard deviation over seeds of train / valid / test accuracy (discrete: greedy and
-sampled bits) and of test full-task success, beside the bounds.
+sampled bits) and of the full-task success of every split in `full_task.splits`, beside the bounds.
+
+`--Ts=0,1,2,3` sweeps T too (Table 17): runs go to `<workdir>/T<T>_<model>_<comm>_s<seed>`, and
+MASC is skipped at T = 0 (no actions, no transitions: the paper has no such row).
 """
 from __future__ import annotations
 
@@ -39,20 +42,29 @@ def run_config(base: ml_collections.ConfigDict, model: str, comm: str,
 
 
 def run_sweep(config: ml_collections.ConfigDict, workdir: paths.PathLike, seeds: Sequence[int],
-              models: Sequence[str], comms: Sequence[str]) -> dict:
-    """Trains (or reads back) every run and writes the table; returns {row name: summary}."""
-    runs, workdir = {}, paths.resolve(workdir)
-    for model in models:
-        for comm in comms:
-            for seed in seeds:
-                c = run_config(config, model, comm, seed)
-                res = train_or_read(train.train_and_evaluate, c,
-                                    workdir / f"{model}_{comm}_s{seed}")
-                runs.setdefault(f"{model}, {comm}", []).append(res)
+              models: Sequence[str], comms: Sequence[str],
+              Ts: Sequence[int] | None = None) -> dict:
+    """Trains (or reads back) every run and writes the table; returns {row name: summary}.
+    Without `Ts` every run has the base config's T; with it, row names start with `T=<T>, `."""
+    runs, bounds, workdir = {}, {}, paths.resolve(workdir)
+    for T in ([None] if Ts is None else Ts):
+        for model in models:
+            if T == 0 and model == "masc":
+                continue
+            for comm in comms:
+                for seed in seeds:
+                    c = run_config(config, model, comm, seed)
+                    name, folder = f"{model}, {comm}", f"{model}_{comm}_s{seed}"
+                    if T is not None:
+                        c.T = T
+                        name, folder = f"T={T}, {name}", f"T{T}_{folder}"
+                    res = train_or_read(train.train_and_evaluate, c, workdir / folder)
+                    runs.setdefault(name, []).append(res)
+                    bounds.setdefault(res["config"]["T"], res)
     summary = {name: summarize(rs) for name, rs in runs.items()}
     if jax.process_index() == 0:
         write_json(workdir / "sweep.json", {"seeds": list(seeds), "rows": summary}, indent=2)
-        table = to_markdown(summary, runs, len(seeds))
+        table = to_markdown(summary, runs, len(seeds), bounds)
         paths.write_text(workdir / "sweep.md", table + "\n")
         print(table)
     return summary
@@ -65,8 +77,10 @@ def _columns(res: dict) -> dict[str, float]:
             key = f"accuracy_{kind}_messages"
             if key in res[split]:
                 cols[f"{split} ({kind} bits)"] = res[split][key]
-    if "full_task" in res["test"]:
-        cols["test full task"] = res["test"]["full_task"]["success_rate"]
+    for split in maps.SPLITS:
+        if "full_task" in res[split]:
+            cols[f"{split} full task"] = res[split]["full_task"]["success_rate"]
+            cols[f"{split} full-task steps"] = res[split]["full_task"]["mean_steps"]
     return cols
 
 
@@ -77,25 +91,38 @@ def summarize(results: Sequence[dict]) -> dict[str, tuple[float, float]]:
             for k in cols[0]}
 
 
-def to_markdown(summary: dict, runs: dict, num_seeds: int) -> str:
+def to_markdown(summary: dict, runs: dict, num_seeds: int, bounds: dict | None = None) -> str:
+    """The table: accuracies, the full task of each split that has one (success and mean
+    steps), best steps; then the bounds of every T (`bounds` {T: a run's results})."""
     first = next(iter(runs.values()))[0]
     c = first["config"]
-    head = ["model", "train", "valid", "test", "test full task", "best steps"]
-    lines = [f"T={c['T']}, label={c['data']['label']}, {c['num_steps']} steps, "
+    bounds = bounds or {c["T"]: first}
+    ft = [s for s in maps.SPLITS if any(f"{s} full task" in v for v in summary.values())]
+    head = (["model", "train", "valid", "test"] + [f"{s} full task" for s in ft]
+            + [f"{s} full-task steps" for s in ft] + ["best steps"])
+    ts = ", ".join(str(t) for t in sorted(bounds))
+    lines = [f"T={ts}, label={c['data']['label']}, {c['num_steps']} steps, "
              f"mean +- std over {num_seeds} seeds",
              "", "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     fmt = lambda m: f"{m[0]:.4f} +- {m[1]:.4f}"
     for name, s in summary.items():
         steps = ", ".join(str(r["best_step"]) for r in runs[name])
-        lines.append(f"| {name} | {fmt(s['train'])} | {fmt(s['valid'])} | {fmt(s['test'])} | "
-                     f"{fmt(s['test full task']) if 'test full task' in s else ''} | {steps} |")
+        cells = [fmt(s[k]) for k in ("train", "valid", "test")]
+        cells += [fmt(s[f"{sp} full task"]) if f"{sp} full task" in s else "" for sp in ft]
+        cells += [f"{s[f'{sp} full-task steps'][0]:.1f}" if f"{sp} full task" in s else ""
+                  for sp in ft]
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {steps} |")
         if "test (sampled bits)" in s:
             lines.append(f"| {name}, sampled bits | {fmt(s['train (sampled bits)'])} | "
-                         f"{fmt(s['valid (sampled bits)'])} | {fmt(s['test (sampled bits)'])} | | |")
-    for key, label in (("upper_bound", "Bayes upper bound, with actions"),
-                       ("upper_bound_no_actions", "Bayes upper bound, without actions")):
-        lines.append(f"| {label} | " + " | ".join(f"{first[s][key]:.4f}" for s in maps.SPLITS)
-                     + " | | |")
+                         f"{fmt(s['valid (sampled bits)'])} | {fmt(s['test (sampled bits)'])} |"
+                         + " |" * (2 * len(ft) + 1))
+    for T, res in sorted(bounds.items()):
+        prefix = f"T={T}, " if len(bounds) > 1 else ""
+        for key, label in (("upper_bound", "Bayes upper bound, with actions"),
+                           ("upper_bound_no_actions", "Bayes upper bound, without actions")):
+            lines.append(f"| {prefix}{label} | "
+                         + " | ".join(f"{res[s][key]:.4f}" for s in maps.SPLITS)
+                         + " |" * (2 * len(ft) + 1))
     return "\n".join(lines)
 
 
@@ -108,6 +135,8 @@ if __name__ == "__main__":
     flags.DEFINE_list("seeds", ["0", "1", "2"], "config.seed of each repeat")
     flags.DEFINE_list("models", ["masc", "no_masc"], "model.name values")
     flags.DEFINE_list("comms", list(COMMS), "channels: continuous, discrete")
+    flags.DEFINE_list("Ts", [], "T values (Table 17); empty: the config's T")
     F = flags.FLAGS
     launch(lambda config, workdir: run_sweep(config, workdir, [int(s) for s in F.seeds],
-                                             F.models, F.comms), default)
+                                             F.models, F.comms,
+                                             [int(t) for t in F.Ts] or None), default)

@@ -19,6 +19,11 @@ last checkpoint of the stage it was in, with identical results):
 Every generated-utterance guide is also read with each beam size of `eval.beam_sizes` (Table 12),
 the human-utterance guides report E[T] of their T head (Table 9), and `<workdir>/samples.md`
 holds tourist utterances for test examples per T (Table 16).
+
+`data.label` picks the corner a random walk's guide names and the full task checks (where the
+walk ends, or where it started as in the released code); `data.orientation_aware` runs every stage
+with an orientation-aware tourist (TURNLEFT / TURNRIGHT / FORWARD moves in the examples, random
+walks and full task, landmarks seen only facing away from the intersection).
 """
 from __future__ import annotations
 
@@ -36,10 +41,10 @@ from ttw_jax.core.chunks import map_in_chunks
 from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.core.train.run import Run, evaluate_best, make_optimizer, optim_config
 from ttw_jax.core.vocab import Vocabulary
-from ttw_jax.talk_the_walk import maps, walks as localization
+from ttw_jax.talk_the_walk import env as grid, maps, walks as localization
 from ttw_jax.talk_the_walk.language import (dataset as ttw_language_data, dialogues as td,
                                             evaluation as language, losses as nl_losses)
-from ttw_jax.talk_the_walk.language.guide import ACTION_CHAINS, MASK_HEADS, NLGuide
+from ttw_jax.talk_the_walk.language.guide import ACTION_CHAINS, MASK_HEADS, T_INPUTS, NLGuide
 from ttw_jax.talk_the_walk.language.tourist import NLTourist
 
 RESUMABLE_CHANGES = ("patience", "eval.batch_size", "eval.beam_sizes", "eval.num_samples",
@@ -73,9 +78,10 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
     for ctx in sorted(set(_ints(config.contexts)) | {1}):
         examples[ctx] = {s: td.utterance_examples(
             dialogues[s], context=ctx, drop_short_context=d.drop_short_context,
-            blocked_forward=d.blocked_forward) for s in maps.SPLITS}
+            blocked_forward=d.blocked_forward, orientation_aware=d.orientation_aware)
+            for s in maps.SPLITS}
         human[ctx] = {s: td.encode_examples(examples[ctx][s], nmaps, vocab, d.max_moves,
-                                            d.utterance_len, d.message_len)
+                                            d.utterance_len, d.message_len, d.orientation_aware)
                       for s in maps.SPLITS}
     return {"vocab": vocab, "tables": tables, "human": human, "examples": examples[1],
             "num_dialogues": {s: len(v) for s, v in dialogues.items()}}
@@ -108,17 +114,29 @@ def run_stage(run: Run, stage, name: str, params, loss_fn: Callable, sample: Cal
 
 def build_tourist(config, vocab_size: int) -> NLTourist:
     t = config.tourist
-    num_actions = td.NUM_MOVE_IDS if config.data.blocked_forward == "stay" else td.STAY
+    if config.data.orientation_aware:
+        num_actions = grid.NUM_ACTIONS   # the env's ids: TURNLEFT / TURNRIGHT / FORWARD are 4..6
+    else:
+        num_actions = td.NUM_MOVE_IDS if config.data.blocked_forward == "stay" else td.STAY
     return NLTourist(vocab_size=vocab_size, num_landmark_ids=maps.NUM_LANDMARK_IDS, embed=t.embed,
-                     hidden=t.hidden, num_actions=num_actions)
+                     hidden=t.hidden, num_actions=num_actions, decoder_hidden=t.decoder_hidden,
+                     context_features=t.context_features)
 
 
-def build_guide(config, vocab_size: int, masc: bool) -> NLGuide:
+def build_guide(config, vocab_size: int, masc: bool, generated: bool = False) -> NLGuide:
+    """A human-utterance guide (T_max = guide.T_max), or with `generated` one that reads the
+    tourist's utterances (generated.T_max)."""
     g = config.guide
-    return NLGuide(vocab_size=vocab_size, num_landmark_ids=maps.NUM_LANDMARK_IDS, T_max=g.T_max,
+    return NLGuide(vocab_size=vocab_size, num_landmark_ids=maps.NUM_LANDMARK_IDS,
+                   T_max=config.generated.T_max if generated else g.T_max,
                    embed=g.embed, hidden=g.hidden, features=g.features, masc=masc,
                    key_projection=g.key_projection, action_chain=g.action_chain,
-                   mask_head=g.mask_head)
+                   mask_head=g.mask_head, T_input=g.T_input, obs_projection=g.obs_projection)
+
+
+def walk_kwargs(config) -> dict:
+    """The random walks' label and tourist (`walks.sample_batch`, `run_full_task`)."""
+    return {"label": config.data.label, "orientation_aware": bool(config.data.orientation_aware)}
 
 
 def _take(arrays: dict, keys) -> dict:
@@ -202,7 +220,7 @@ def walk_sets(config, data, T: int, key) -> dict:
     out = {}
     for i, s in enumerate(maps.SPLITS):
         walks = localization.sample_batch(jax.random.fold_in(key, i), jnp.asarray(data["tables"][s]),
-                                          config.eval.num_walks, T)
+                                          config.eval.num_walks, T, **walk_kwargs(config))
         out[s] = jax.device_get(walks)
     return out
 
@@ -241,7 +259,7 @@ def evaluate_generated(config, evaluate, generate, gparams, tparams, walks: dict
 def train_generated_guide(run: Run, data, tourist, tparams, key, T: int, hooks):
     config, mesh = run.config, run.mesh
     vocab_size = len(data["vocab"])
-    guide = build_guide(config, vocab_size, True)
+    guide = build_guide(config, vocab_size, True, generated=True)
     k = data["tables"]["train"].shape[-1]
     params = init_guide(guide, jax.random.fold_in(key, 0), config.data.generated_len + 1, k)
     train_table = dp.replicate(jnp.asarray(data["tables"]["train"]), mesh)
@@ -250,7 +268,8 @@ def train_generated_guide(run: Run, data, tourist, tparams, key, T: int, hooks):
     @jax.jit
     def make_batch(k_step, table, tp):
         k_walk, k_dec = jax.random.split(k_step)
-        walks = localization.sample_batch(k_walk, table, config.generated.batch_size, T)
+        walks = localization.sample_batch(k_walk, table, config.generated.batch_size, T,
+                                          **walk_kwargs(config))
         return language.generated_batch(tourist, tp, walks, k_dec, decode,
                                         config.data.generated_len, config.eval.beam_size)
 
@@ -273,10 +292,11 @@ def train_generated_guide(run: Run, data, tourist, tparams, key, T: int, hooks):
 
 def human_trajectories(config, data) -> dict:
     """{split: the one-utterance human examples' trajectories} as tourist / guide inputs, the
-    guide reading T = min(moves, T_max) steps."""
+    guide reading T = min(moves, generated.T_max) steps; the target is the tourist's corner when
+    it spoke, whatever `data.label` (the released TalkTheWalkLanguage)."""
     keys = ("obs", "actions", "num_moves", "landmarks", "target")
     return {s: {**_take(data["human"][1][s], keys),
-                "T": np.minimum(data["human"][1][s]["num_moves"], config.guide.T_max)}
+                "T": np.minimum(data["human"][1][s]["num_moves"], config.generated.T_max)}
             for s in maps.SPLITS}
 
 
@@ -285,7 +305,7 @@ def train_human_trajectory_guide(run: Run, data, tourist, tparams, key, hooks):
     utterances for the dialogues' own trajectories, cached once as in the released
     predict_location_generated.py; evaluated on them like the random-walk guides."""
     config, mesh = run.config, run.mesh
-    guide = build_guide(config, len(data["vocab"]), True)
+    guide = build_guide(config, len(data["vocab"]), True, generated=True)
     k = data["tables"]["train"].shape[-1]
     params = init_guide(guide, jax.random.fold_in(key, 0), config.data.generated_len + 1, k)
     walks = human_trajectories(config, data)
@@ -314,7 +334,8 @@ def fine_tune_tourist(run: Run, data, tourist, tparams, guide, gparams, walks, k
 
     @jax.jit
     def make_walks(k_step, table):
-        walks = localization.sample_batch(k_step, table, config.pg.batch_size, T)
+        walks = localization.sample_batch(k_step, table, config.pg.batch_size, T,
+                                          **walk_kwargs(config))
         obs, actions, num_moves = language.pad_walk(walks["obs"], walks["actions"])
         return {"obs": obs, "actions": actions, "num_moves": num_moves,
                 "landmarks": walks["landmarks"], "target": walks["target"],
@@ -350,17 +371,28 @@ def evaluate_full_task(config, data, tourist, tparams, guide, gparams, T: int, k
     return language.evaluate_full_task(
         tourist, tparams, guide, gparams, tables, T, key, decode=f.decode,
         max_len=config.data.generated_len, beam_size=config.eval.beam_size, repeats=f.repeats,
-        max_steps=f.max_steps, max_evals=f.max_evals, greedy=f.greedy)
+        max_steps=f.max_steps, max_evals=f.max_evals, greedy=f.greedy, **walk_kwargs(config))
 
 
 def check_config(config: ml_collections.ConfigDict) -> None:
-    """Fails before any work on an unknown guide or example-extraction option."""
-    for value, allowed, name in ((config.guide.action_chain, ACTION_CHAINS, "guide.action_chain"),
-                                 (config.guide.mask_head, MASK_HEADS, "guide.mask_head"),
+    """Fails before any work on an unknown guide or example-extraction option, or on sizes the
+    guides cannot take."""
+    g = config.guide
+    for value, allowed, name in ((g.action_chain, ACTION_CHAINS, "guide.action_chain"),
+                                 (g.mask_head, MASK_HEADS, "guide.mask_head"),
+                                 (g.T_input, T_INPUTS, "guide.T_input"),
                                  (config.data.blocked_forward, td.BLOCKED_FORWARD,
-                                  "data.blocked_forward")):
+                                  "data.blocked_forward"),
+                                 (config.data.label, localization.LABELS, "data.label")):
         if value not in allowed:
             raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+    if not g.obs_projection and g.features != 2 * g.hidden:
+        raise ValueError(f"guide.obs_projection=False needs guide.features = 2 * guide.hidden "
+                         f"(the BiLSTM's states score the map), got {g.features} and {g.hidden}")
+    too_long = [T for T in _ints(config.generated.Ts) if T > config.generated.T_max]
+    if too_long:
+        raise ValueError(f"generated.T_max = {config.generated.T_max} is below the walk length(s) "
+                         f"{too_long} of generated.Ts")
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
@@ -419,6 +451,7 @@ def format_samples(config, data, tourist, tparams, pg_params, key) -> str:
     greedy / sampled / beam-search utterances (and the policy-gradient tourist's when it was
     trained)."""
     vocab, generate = data["vocab"], make_generator(config, tourist)
+    move_names = td.move_names(config.data.orientation_aware)
     walks = human_trajectories(config, data)["test"]
     examples = data["examples"]["test"]
     tourists = [("supervised", tparams)] + ([("policy gradient", pg_params)]
@@ -445,7 +478,7 @@ def format_samples(config, data, tourist, tparams, pg_params, key) -> str:
             lines += ["| | utterance |", "|---|---|",
                       "| observations | " + " ".join(_landmark_names(o)
                                                      for o in walks["obs"][i, :n + 1]) + " |",
-                      "| moves | " + (", ".join(td.MOVE_NAMES[a] for a in walks["actions"][i, :n])
+                      "| moves | " + (", ".join(move_names[a] for a in walks["actions"][i, :n])
                                       or "-") + " |",
                       f"| human | {examples[i]['utterance']} |"]
             lines += [f"| {name} | {utts[j] or '(empty)'} |" for name, utts in rows.items()]

@@ -134,3 +134,29 @@ def test_orientation_aware_localizer_embeds_turns_and_forward():
     assert params["tourist"]["act_emb"]["embedding"].shape == (7, 8)
     masks = model.apply({"params": params}, batch["actions"], method=Localizer.masks)
     assert masks.shape == (16, T, 3, 3)
+
+
+def test_full_task_samples_fresh_bits_at_every_step():
+    """Sampled bits come from each slot's own key: another step's key gives other bits (a key
+    reused across steps, as before, would give the same logits); greedy bits ignore the key."""
+    from ttw_jax.talk_the_walk.emergent.evaluation import evaluate_full_task, make_predict_fn
+    batch = tiny_batch(4)
+    model = Localizer(T=T, features=8, num_landmark_ids=maps.NUM_LANDMARK_IDS, discrete=True)
+    params = init(model, batch)
+    args = batch["obs"], batch["actions"], batch["landmarks"]
+    keys = lambda step: jax.vmap(jax.random.fold_in, in_axes=(None, 0))(
+        jax.random.key(step), jnp.arange(4))
+    sampled = make_predict_fn(model, params, greedy_messages=False)
+    a, b = sampled(*args, keys(0)), sampled(*args, keys(1))
+    np.testing.assert_array_equal(sampled(*args, keys(0)), a)
+    assert not np.allclose(a, b)
+    # one slot's logits depend on its own key only
+    np.testing.assert_allclose(sampled(*[x[:1] for x in args], keys(0)[:1]), a[:1], rtol=1e-5,
+                               atol=1e-6)
+    greedy = make_predict_fn(model, params, greedy_messages=True)
+    np.testing.assert_array_equal(greedy(*args, keys(0)), greedy(*args, keys(1)))
+    table = maps.windows(maps.synthetic_maps(0, ["fidi"]), "test").landmarks
+    run = lambda: evaluate_full_task(model, params, table, jax.random.key(3), T=T, repeats=1,
+                                     max_steps=20, max_evals=3, greedy=False,
+                                     greedy_messages=False)
+    assert run() == run()

@@ -12,13 +12,15 @@ from ttw_jax.talk_the_walk import maps
 from ttw_jax.talk_the_walk.upper_bound import bayes_rate
 
 
-def fake_result(config, acc, sampled=None, success=0.5):
+def fake_result(config, acc, sampled=None, success=0.5, full_task_splits=("test",)):
     res = {"config": config.to_dict(), "best_step": 10, "last_step": 20}
     for split in maps.SPLITS:
-        res[split] = {"accuracy": acc, "upper_bound": 0.9, "upper_bound_no_actions": 0.5}
+        res[split] = {"accuracy": acc, "upper_bound": 0.9 + config.T / 100,
+                      "upper_bound_no_actions": 0.5}
         if sampled is not None:
             res[split].update(accuracy_greedy_messages=acc, accuracy_sampled_messages=sampled)
-    res["test"]["full_task"] = {"success_rate": success}
+    for split in full_task_splits:
+        res[split]["full_task"] = {"success_rate": success, "mean_steps": 30.0 + config.T}
     return res
 
 
@@ -46,6 +48,32 @@ def test_sweep_reads_finished_runs_and_tabulates_mean_and_std(tmp_path):
     c = sweep.run_config(base, "no_masc", "discrete", 2)
     assert (c.model.comm, c.model.name, c.seed, c.model.tourist_gate_init) == \
         ("discrete", "no_masc", 2, "partition")
+
+
+def test_table17_sweep_over_T_skips_masc_at_T0_and_reports_every_full_task(tmp_path):
+    base = default.get_config()
+    for T in (0, 1):
+        for model in ("masc", "no_masc"):
+            if T == 0 and model == "masc":
+                continue
+            c = sweep.run_config(base, model, "continuous", 0)
+            c.T = T
+            rdir = tmp_path / f"T{T}_{model}_continuous_s0"
+            rdir.mkdir()
+            (rdir / "results.json").write_text(json.dumps(
+                fake_result(c, 0.3 + T / 10, success=0.4 + T / 10, full_task_splits=maps.SPLITS)))
+    summary = sweep.run_sweep(base, str(tmp_path), [0], ["masc", "no_masc"], ["continuous"],
+                              Ts=[0, 1])
+    assert list(summary) == ["T=0, no_masc, continuous", "T=1, masc, continuous",
+                             "T=1, no_masc, continuous"]
+    row = summary["T=1, masc, continuous"]
+    assert row["valid full task"] == pytest.approx((0.5, 0.0))
+    assert row["train full-task steps"] == pytest.approx((31.0, 0.0))
+    table = (tmp_path / "sweep.md").read_text()
+    assert "| train full task | valid full task | test full task |" in table
+    assert "| T=0, no_masc, continuous | 0.3000 +- 0.0000 |" in table
+    assert "| T=1, Bayes upper bound, with actions | 0.9100 | 0.9100 | 0.9100 |" in table
+    assert "| T=0, Bayes upper bound, with actions | 0.9000 |" in table
 
 
 def test_sweep_refuses_a_finished_run_with_another_config(tmp_path):

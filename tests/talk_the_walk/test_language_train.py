@@ -1,5 +1,6 @@
-"""Talk The Walk with natural language: generated messages, the NL full task, and what the staged
-trainer's results hold (its run, crash and resume: the shared contract in `tests/experiments`)."""
+"""Talk The Walk with natural language: generated messages, the NL full task (with message
+randomness drawn afresh at every step), and what the staged trainer's results hold (its run, crash
+and resume: the shared contract in `tests/experiments`)."""
 import os
 
 import jax
@@ -12,7 +13,7 @@ from ttw_jax.talk_the_walk import walks as localization
 from ttw_jax.talk_the_walk.full_task import run_full_task
 from ttw_jax.talk_the_walk.language import dialogues as td, evaluation as language
 from ttw_jax.talk_the_walk.language.guide import NLGuide
-from ttw_jax.talk_the_walk.language.tourist import NLTourist, greedy_decode
+from ttw_jax.talk_the_walk.language.tourist import NLTourist, greedy_decode, sample_decode
 
 pytestmark = pytest.mark.usefixtures("fast_compile")  # tiny models: compile fast
 
@@ -83,10 +84,62 @@ def test_full_task_runs_with_natural_language_messages(agents, T):
     landmarks = jnp.asarray(np.random.default_rng(1).integers(1, 11, (6, 4, 4, 2)), jnp.int32)
     target = jnp.arange(6, dtype=jnp.int32)
     predict = language.nl_predict_fn(tourist, tp, guide, gp, "greedy", 5)
-    res = jax.jit(lambda k: run_full_task(k, predict, landmarks, target, T, max_steps=12))(
-        jax.random.key(0))
+    res = jax.jit(lambda k: run_full_task(k, predict, landmarks, target, T, max_steps=12,
+                                          message_keys=True))(jax.random.key(0))
     assert res.success.shape == (6,) and bool(jnp.all(res.steps <= 12))
     assert bool(jnp.all(res.evaluations <= 3))
+
+
+def test_sampled_utterances_draw_each_row_from_its_own_key(agents):
+    tourist, tp, _, _ = agents
+    r = np.random.default_rng(0)
+    obs, actions = jnp.asarray(r.integers(1, 11, (4, 3, 2))), jnp.asarray(r.integers(0, 4, (4, 2)))
+    num_moves = jnp.full((4,), 2)
+    keys = jax.random.split(jax.random.key(3), 4)
+    tokens, lengths = sample_decode(tourist, tp, obs, actions, num_moves, keys, 8)
+    for b in (0, 3):   # a row alone, with its own key, draws the same words
+        alone = sample_decode(tourist, tp, obs[b:b + 1], actions[b:b + 1], num_moves[b:b + 1],
+                              keys[b:b + 1], 8)
+        np.testing.assert_array_equal(alone[0][0], tokens[b])
+    other = sample_decode(tourist, tp, obs, actions, num_moves,
+                          jax.random.split(jax.random.key(4), 4), 8)[0]
+    assert np.any(np.asarray(other) != np.asarray(tokens))
+
+
+def test_nl_predict_fn_samples_with_the_keys_it_is_given(agents):
+    tourist, tp, guide, gp = agents
+    r = np.random.default_rng(1)
+    obs, actions = jnp.asarray(r.integers(1, 11, (8, 3, 2))), jnp.asarray(r.integers(0, 4, (8, 2)))
+    landmarks = jnp.asarray(r.integers(1, 11, (8, 4, 4, 2)))
+    predict = jax.jit(language.nl_predict_fn(tourist, tp, guide, gp, "sample", 8))
+    k1, k2 = (jax.random.split(jax.random.key(s), 8) for s in (5, 6))
+    np.testing.assert_array_equal(predict(obs, actions, landmarks, k1),
+                                  predict(obs, actions, landmarks, k1))
+    assert np.abs(np.asarray(predict(obs, actions, landmarks, k1))
+                  - np.asarray(predict(obs, actions, landmarks, k2))).max() > 1e-6
+
+
+def test_full_task_gives_every_step_fresh_message_keys():
+    """The guide names the corner its message key draws (greedily): with keys fresh at every step
+    nearly every episode names its target at some step within 60 (P(never) = (15/16)^60 ~ 0.02);
+    with one key reused across an episode's steps only about 1 in 16 would ever ask."""
+    e = 64
+    landmarks = jnp.asarray(np.random.default_rng(2).integers(1, 11, (e, 4, 4, 2)), jnp.int32)
+    target = jnp.arange(e, dtype=jnp.int32) % 16
+
+    def predict(obs, actions, lm, keys):
+        drawn = jax.vmap(lambda k: jax.random.randint(k, (), 0, 16))(keys)
+        return 50.0 * jax.nn.one_hot(drawn, 16)
+
+    run = lambda slots: jax.jit(lambda k: run_full_task(
+        k, predict, landmarks, target, T=0, max_steps=60, max_evals=10 ** 6, greedy=True,
+        slots=slots, message_keys=True))(jax.random.key(7))
+    res = run(None)
+    assert float(jnp.mean(res.evaluations >= 1)) > 0.85
+    assert float(jnp.mean(res.evaluations)) > 1.5   # asks again at later steps, too
+    fewer = run(8)   # each episode's keys come from its own key alone, whatever the slots
+    np.testing.assert_array_equal(fewer.evaluations, res.evaluations)
+    np.testing.assert_array_equal(fewer.steps, res.steps)
 
 
 class TestTrainer(TrainerContract):

@@ -22,7 +22,7 @@ from flax import struct
 from ttw_jax.talk_the_walk import env as grid
 from ttw_jax.talk_the_walk.walks import check_label
 
-PredictFn = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]
+PredictFn = Callable[..., jax.Array]   # (obs, actions, landmarks[, keys]) -> logits
 
 
 @struct.dataclass
@@ -58,7 +58,7 @@ class _Slots:
 def run_full_task(key: jax.Array, predict_fn: PredictFn, landmarks: jax.Array, target: jax.Array,
                   T: int, max_steps: int = 150, max_evals: int = 3, greedy: bool = False,
                   label: str = "final", orientation_aware: bool = False,
-                  slots: int | None = None) -> FullTaskResult:
+                  slots: int | None = None, message_keys: bool = False) -> FullTaskResult:
     """Plays episodes on windows `landmarks` (E, X, Y, K) with targets `target` (E,) (x * Y + y).
 
     predict_fn(obs (S, T+1, K), actions (S, T), landmarks (S, X, Y, K)) -> location logits
@@ -67,6 +67,9 @@ def run_full_task(key: jax.Array, predict_fn: PredictFn, landmarks: jax.Array, t
     finished episodes cost nothing and the loop runs until the last episode ends (with S < E,
     about E * mean length / S iterations instead of `max_steps` over all E). Episode e draws its
     randomness from `fold_in(key, e)` alone, so the results do not depend on `slots`.
+    With `message_keys`, predict_fn takes a fourth argument: (S,) PRNG keys, fresh for every
+    episode and step (folded from the step's key), for messages drawn at random (sampled
+    utterances or bits), as the released code draws them anew at every step.
     """
     e, _, ny, _ = landmarks.shape
     s = e if slots is None else max(1, min(int(slots), e))
@@ -92,7 +95,11 @@ def run_full_task(key: jax.Array, predict_fn: PredictFn, landmarks: jax.Array, t
         lm, tgt = landmarks[ep_], target[ep_]
         k_step = jax.vmap(jax.random.fold_in)(episode_keys(ep_)[:, 1], sl.t)
         k_pred, k_move = jnp.moveaxis(jax.vmap(jax.random.split)(k_step), 1, 0)
-        logits = predict_fn(sl.obs_buf, sl.act_buf, lm)
+        if message_keys:
+            k_msg = jax.vmap(jax.random.fold_in, in_axes=(0, None))(k_step, 2)
+            logits = predict_fn(sl.obs_buf, sl.act_buf, lm, k_msg)
+        else:
+            logits = predict_fn(sl.obs_buf, sl.act_buf, lm)
         pred = (jnp.argmax(logits, -1) if greedy
                 else jax.vmap(jax.random.categorical)(k_pred, logits))
         asks = live & (sl.t >= T) & (pred == tgt)

@@ -38,17 +38,29 @@ def get_config():
     # A FORWARD blocked by the window edge: "stay" = the STAY move (id 4; the corner is observed
     # again), as the released encode_from_location; "move" = its facing direction (earlier).
     c.data.blocked_forward = "stay"
+    # The corner a random walk's guide names and the full task checks: final = where the walk
+    # ends (the paper's text) | start = where it began (the released TalkTheWalkEmergent walks of
+    # predict_location_generated.py --trajectories all, and evaluate_location.py's check). The
+    # human examples always name the tourist's corner when it spoke (TalkTheWalkLanguage).
+    c.data.label = "final"
+    # True: the released TalkTheWalkLanguage(orientation_aware=True) examples (every TURNLEFT /
+    # TURNRIGHT / FORWARD kept, an observation after each), landmarks seen only facing away from
+    # the intersection, random walks and the full task of an orientation-aware tourist.
+    c.data.orientation_aware = False
 
-    # Sizes for 2 CPU cores; configs/paper.py has the paper's (word embeddings 128, BiLSTM 256).
+    # Sizes for 2 CPU cores; configs/paper.py has the released code's.
     c.tourist = _stage(2000, 250, 1e-3, 64)
-    c.tourist.embed = 64
-    c.tourist.hidden = 128
+    c.tourist.embed = 64               # word, landmark and move embeddings
+    c.tourist.hidden = 128             # observation / move LSTMs (and the decoder when 0 below)
+    c.tourist.decoder_hidden = 0       # decoder LSTM units; 0: tourist.hidden
+    c.tourist.context_features = 0     # 0: the decoder reads [h_obs; h_act] as they are; > 0: a
+                                       # linear map to this size first (released context_linear)
 
     c.guide = _stage(2000, 250, 1e-3, 64)
     c.guide.embed = 64                 # word embeddings
     c.guide.hidden = 64                # BiLSTM units per direction
     c.guide.features = 64              # map embedding / MASC channels
-    c.guide.T_max = 3
+    c.guide.T_max = 3                  # human-utterance guides predict T in 0..T_max
     # The guide as section 4.2 (eq. 3) and the released GuideLanguage define it; each option
     # below restores this project's earlier guide:
     c.guide.key_projection = False     # True: scores c . W h with a learned key map (earlier)
@@ -56,9 +68,17 @@ def get_config():
                                        # one chain of 2*T_max+1 hops for both (earlier)
     c.guide.mask_head = "shared"       # shared: one linear map to the 9 mask logits | per_step:
                                        # one per MASC step (earlier)
+    # This project's choices, each with the released GuideLanguage's one beside it:
+    c.guide.T_input = "final_states"   # the T head reads the BiLSTM's final states (forward at the
+                                       # last token, backward at the first) | last_token: both
+                                       # directions' states at the last token (released)
+    c.guide.obs_projection = True      # a linear map from the 2*hidden extractions to the map's
+                                       # features | False: none (released; features = 2*hidden)
 
     c.generated = _stage(4000, 500, 1e-3, 64)  # fresh random walks every step: more steps help
     c.generated.Ts = "0,1,2,3"         # random-walk lengths of the generated-utterance guides
+    c.generated.T_max = 3              # their MASC steps (>= every T of Ts and pg.T), also of the
+                                       # human-trajectory guide (T = min(moves, T_max))
     c.generated.decode = "greedy"      # utterances the generated guides are trained on
     # Table 15: also train a guide (same stage settings) on the tourist's utterances for the
     # dialogues' own (human) trajectories, and play the full task with it for every T of Ts.

@@ -46,10 +46,18 @@ def make_evaluator(model: Localizer, mesh, chunk_size: int, greedy: bool, seed: 
 
 
 def make_predict_fn(model: Localizer, params, greedy_messages: bool) -> Callable:
-    """predict(obs, actions, landmarks) -> location logits (E, 16) for `run_full_task`."""
-    def predict(obs, actions, landmarks):
+    """predict(obs, actions, landmarks, keys) -> location logits (S, 16) for `run_full_task`
+    (`message_keys=True`): sampled bits (`greedy_messages=False`) are drawn from each slot's own
+    key, fresh at every step of every episode, as the released code samples them anew."""
+    def apply(obs, actions, landmarks, key):
         return model.apply({"params": params}, obs, actions, landmarks, greedy=greedy_messages,
-                           rngs={"comm": jax.random.key(0)})["logits"]
+                           rngs={"comm": key})["logits"]
+
+    def predict(obs, actions, landmarks, keys):
+        if greedy_messages:         # the most likely bits: no randomness
+            return apply(obs, actions, landmarks, keys[0])
+        one = lambda o, a, lm, k: apply(o[None], a[None], lm[None], k)[0]
+        return jax.vmap(one)(obs, actions, landmarks, keys)
     return predict
 
 
@@ -63,5 +71,6 @@ def evaluate_full_task(model: Localizer, params, table: np.ndarray, key: jax.Arr
     predict = make_predict_fn(model, params, greedy_messages)
     run = jax.jit(lambda k, lm, tg: run_full_task(k, predict, lm, tg, T, max_steps, max_evals,
                                                   greedy, label, orientation_aware,
-                                                  slots=min(len(tg), FULL_TASK_SLOTS)))
+                                                  slots=min(len(tg), FULL_TASK_SLOTS),
+                                                  message_keys=True))
     return run(key, jnp.asarray(landmarks), jnp.asarray(target)).summary()

@@ -18,6 +18,13 @@ utterances (ACTION and EVALUATE acts excluded). As in the released code (`TalkTh
 example is left out of the dialogue context (guide utterances are all kept). The options
 `blocked_forward="move"` (the facing direction) and `drop_short_context=False` give this module's
 earlier behaviour.
+
+With `orientation_aware=True` (the released `TalkTheWalkLanguage(orientation_aware=True)`) every
+ACTION act is a move, as the environment's ids TURNLEFT / TURNRIGHT / FORWARD (4, 5, 6 of
+`ttw_jax.talk_the_walk.env`), and the tourist observes its corner after each one (a turn observes
+the same corner again, facing elsewhere); `encode_examples(orientation_aware=True)` then gives a
+corner's landmarks only while the tourist faces away from the intersection (`env.VISIBLE`, as the
+full task's orientation-aware tourist sees them), `[Empty]` otherwise.
 """
 from __future__ import annotations
 
@@ -29,7 +36,7 @@ import numpy as np
 from ttw_jax.core.records import (Fields, RecordFormatError, is_int, is_number, list_of,
                                   read_json_list)
 from ttw_jax.core.vocab import Vocabulary, tokenize
-from ttw_jax.talk_the_walk import maps
+from ttw_jax.talk_the_walk import env as grid, maps
 
 TURNLEFT, TURNRIGHT, FORWARD = "ACTION:TURNLEFT", "ACTION:TURNRIGHT", "ACTION:FORWARD"
 ACTIONS = (TURNLEFT, TURNRIGHT, FORWARD)
@@ -45,6 +52,8 @@ MOVE_NAMES = ("UP", "RIGHT", "DOWN", "LEFT", "STAY")
 STAY = MOVE_NAMES.index("STAY")
 NUM_MOVE_IDS = len(MOVE_NAMES)
 BLOCKED_FORWARD = ("stay", "move")
+# Orientation-aware examples: every ACTION act is a move, with the environment's action id.
+AWARE_MOVES = {TURNLEFT: grid.TURNLEFT, TURNRIGHT: grid.TURNRIGHT, FORWARD: grid.FORWARD}
 DIALOGUE_FILES = {s: f"talkthewalk.{s}.json" for s in maps.SPLITS}
 CONFIGURATION_FILES = {s: f"configurations.{s}.json" for s in maps.SPLITS}
 SOURCE_HINT = ("Talk The Walk dialogues come with the official release (github.com/"
@@ -235,8 +244,8 @@ def dialogue_texts(dialogues: Iterable[Mapping]) -> list[str]:
 
 
 def utterance_examples(dialogues: Sequence[Mapping], context: int = 1, min_words: int = 3,
-                       drop_short_context: bool = True,
-                       blocked_forward: str = "stay") -> list[dict]:
+                       drop_short_context: bool = True, blocked_forward: str = "stay",
+                       orientation_aware: bool = False) -> list[dict]:
     """One example per tourist utterance of >= `min_words` tokens (`tokenize`), in dialogue
     order. Each is a dict of plain Python values:
       episode, act: indices of the dialogue and of the utterance in its `dialog`;
@@ -246,8 +255,12 @@ def utterance_examples(dialogues: Sequence[Mapping], context: int = 1, min_words
       moves: absolute agnostic moves (0 UP, 1 RIGHT, 2 DOWN, 3 LEFT) of the FORWARD acts since
         the previous example utterance (or the start); a FORWARD blocked by the window edge is
         `STAY` (blocked_forward "stay", the released code) or its facing direction ("move");
+        With `orientation_aware`, every ACTION act instead: `AWARE_MOVES` ids (env TURNLEFT /
+        TURNRIGHT / FORWARD), a blocked FORWARD included (`blocked_forward` does not apply);
       corners: len(moves) + 1 window-relative [x, y]: the corner before the first move, then
-        after each move (a blocked FORWARD repeats the corner);
+        after each move (a blocked FORWARD, or a turn, repeats the corner);
+      orientations: len(moves) + 1 orientations (0..3 = N, E, S, W) the tourist faces at those
+        observations;
       message: the last `context` utterances as [speaker, text] ("Tourist" / "Guide"), ending
         with this one; with `drop_short_context` (the released code) tourist utterances of
         fewer than `min_words` tokens are not part of the dialogue context.
@@ -265,15 +278,20 @@ def utterance_examples(dialogues: Sequence[Mapping], context: int = 1, min_words
         def rel(loc):
             return [loc[0] - bounds[0], loc[1] - bounds[1]]
 
-        moves, corners, history = [], [rel(loc)], []
+        moves, corners, orientations, history = [], [rel(loc)], [loc[2]], []
         for j, act in enumerate(ep["dialog"]):
             text = act["text"]
             if act["id"] == "Tourist" and text in ACTIONS:
                 before, loc = loc, step(loc, text, bounds)
-                if text == FORWARD:
+                if orientation_aware:
+                    moves.append(AWARE_MOVES[text])
+                elif text == FORWARD:
                     blocked = loc[:2] == before[:2]
                     moves.append(STAY if blocked and blocked_forward == "stay" else loc[2])
-                    corners.append(rel(loc))
+                else:
+                    continue   # an agnostic tourist's turn: no move, no observation
+                corners.append(rel(loc))
+                orientations.append(loc[2])
                 continue
             if text == EVALUATE:
                 continue
@@ -286,8 +304,9 @@ def utterance_examples(dialogues: Sequence[Mapping], context: int = 1, min_words
                     "episode": ei, "act": j, "neighborhood": ep["neighborhood"],
                     "boundaries": list(bounds), "utterance": text,
                     "target": x * maps.WINDOW + y, "moves": moves, "corners": corners,
+                    "orientations": orientations,
                     "message": [list(m) for m in history[-context:]]})
-                moves, corners = [], [rel(loc)]
+                moves, corners, orientations = [], [rel(loc)], [loc[2]]
     return examples
 
 
@@ -326,14 +345,23 @@ def window_landmarks(nmap: maps.NeighborhoodMap, bounds: Sequence[int], k: int) 
     return np.pad(block, ((0, 0), (0, 0), (0, k - block.shape[-1]))).astype(np.int32)
 
 
+def move_names(orientation_aware: bool = False) -> tuple[str, ...]:
+    """Names of the example move ids: `MOVE_NAMES`, or the environment's action names (whose
+    TURNLEFT / TURNRIGHT / FORWARD are the orientation-aware moves)."""
+    return grid.ACTION_NAMES if orientation_aware else MOVE_NAMES
+
+
 def encode_examples(examples: Sequence[Mapping], maps_by_name: Mapping[str, maps.NeighborhoodMap],
                     vocab: Vocabulary, max_moves: int, utterance_len: int,
-                    message_len: int) -> dict[str, np.ndarray]:
+                    message_len: int, orientation_aware: bool = False) -> dict[str, np.ndarray]:
     """Padded int32 arrays of `utterance_examples` output; N examples, S = max_moves (the last
     S moves are kept), K = the widest corner of `maps_by_name`:
       landmarks (N, 4, 4, K): the window's landmark ids; target (N,);
       obs (N, S+1, K): landmarks of the visited corners, obs[i, :num_moves[i]+1] valid, rest 0;
-      actions (N, S): agnostic moves 0..3 or STAY (4), rest 0; num_moves (N,);
+        with `orientation_aware` (examples made with it), a corner's landmarks only where the
+        tourist faced away from the intersection (`env.VISIBLE`), else `[Empty]`;
+      actions (N, S): agnostic moves 0..3 or STAY (4) (aware: `AWARE_MOVES`), rest 0;
+      num_moves (N,);
       utterance (N, Lu): the tourist's word ids then EOS (at most Lu-1 words), 0-padded;
         utterance_len (N,) (EOS included);
       message (N, Lm): speaker token + word ids of each message utterance, concatenated, the
@@ -367,6 +395,13 @@ def encode_examples(examples: Sequence[Mapping], maps_by_name: Mapping[str, maps
         out["actions"][i, :len(moves)] = moves
         for t, (x, y) in enumerate(corners):
             out["obs"][i, t] = window[x, y]
+        if orientation_aware:
+            facing = list(ex["orientations"])[-(len(moves) + 1):]
+            x0, y0 = ex["boundaries"][:2]   # the corner's side of its intersection: absolute parity
+            for t, ((x, y), o) in enumerate(zip(corners, facing)):
+                if not grid.VISIBLE[(x0 + x) % 2, (y0 + y) % 2, o]:
+                    out["obs"][i, t] = 0
+                    out["obs"][i, t, 0] = maps.EMPTY_ID
         words = encode_text(vocab, ex["utterance"], index)[:utterance_len - 1] + [EOS]
         out["utterance"][i, :len(words)] = words
         out["utterance_len"][i] = len(words)

@@ -86,17 +86,16 @@ def guide_correct(guide, params, batch: dict, T: jax.Array | None) -> jax.Array:
 
 
 def nl_predict_fn(tourist, tourist_params, guide, guide_params, decode: str, max_len: int,
-                  beam_size: int = 4, key: jax.Array | None = None) -> Callable:
-    """predict(obs (E, T+1, K), actions (E, T), landmarks) -> location logits (E, 16) for
-    `ttw_jax.talk_the_walk.full_task.run_full_task`: the tourist describes its last T moves in words,
-    the guide reads them with T steps. Sampled decoding draws from `key` (the same draw at every
-    step of an episode)."""
-    key = jax.random.key(0) if key is None else key
-
-    def predict(obs, actions, landmarks):
+                  beam_size: int = 4) -> Callable:
+    """predict(obs (E, T+1, K), actions (E, T), landmarks, keys (E,)) -> location logits (E, 16)
+    for `ttw_jax.talk_the_walk.full_task.run_full_task(..., message_keys=True)`: the tourist
+    describes its last T moves in words, the guide reads them with T steps. Sampled decoding draws
+    row e's words from keys[e] alone (the full task passes keys fresh for every episode and step,
+    as the released tourist samples anew at every step)."""
+    def predict(obs, actions, landmarks, keys):
         walks = {"obs": obs, "actions": actions, "landmarks": landmarks,
                  "target": jnp.zeros(obs.shape[:1], jnp.int32)}
-        batch = generated_batch(tourist, tourist_params, walks, key, decode, max_len, beam_size)
+        batch = generated_batch(tourist, tourist_params, walks, keys, decode, max_len, beam_size)
         return guide.apply({"params": guide_params}, batch["message"], batch["message_len"],
                            landmarks, T=batch["T"])["logits"]
 
@@ -105,14 +104,17 @@ def nl_predict_fn(tourist, tourist_params, guide, guide_params, decode: str, max
 
 def evaluate_full_task(tourist, tourist_params, guide, guide_params, tables: dict, T: int,
                        key: jax.Array, *, decode: str, max_len: int, beam_size: int, repeats: int,
-                       max_steps: int, max_evals: int, greedy: bool) -> dict:
+                       max_steps: int, max_evals: int, greedy: bool, label: str = "final",
+                       orientation_aware: bool = False) -> dict:
     """Algorithm 1 with natural-language messages: {split: `FullTaskResult.summary()`} over
-    `repeats` episodes per (window, target) of each table (W, X, Y, K) in `tables`."""
+    `repeats` episodes per (window, target) of each table (W, X, Y, K) in `tables`; success is
+    judged at the corner `label` names (`run_full_task`), the tourist walks and sees as an
+    orientation-aware one with `orientation_aware`."""
     @jax.jit
     def run(tp, gp, k, landmarks, target):
-        predict = nl_predict_fn(tourist, tp, guide, gp, decode, max_len, beam_size,
-                                key=jax.random.fold_in(k, 1))
-        return run_full_task(k, predict, landmarks, target, T, max_steps, max_evals, greedy)
+        predict = nl_predict_fn(tourist, tp, guide, gp, decode, max_len, beam_size)
+        return run_full_task(k, predict, landmarks, target, T, max_steps, max_evals, greedy,
+                             label, orientation_aware, message_keys=True)
 
     out = {}
     for i, (split, table) in enumerate(tables.items()):

@@ -9,7 +9,13 @@ control and its own update, and one shared linear map turns each into the 9 MASC
 by one shared MASC or by the no-MASC convolution, t = 1..T_max times. With positional gates g_t,
 g'_t and steps t > T masked out, the location logits are
   logits[c] = < sum_{t<=T} g_t * M_t[c], sum_{t<=T} g'_t * proj(obs_t) >.
-T is given, or predicted from the BiLSTM's final states (`T_logits`, softmax over 0..T_max).
+T is given, or predicted (`T_logits`, softmax over 0..T_max) from the BiLSTM's final states
+(forward at the last token, backward at the first; `T_input="final_states"`) or from both
+directions' states at the last token (`"last_token"`, the released `T_prediction_fn` over
+`hidden_states[last_state_indices]`). `proj(obs_t)` is a linear map of the 2*hidden extraction
+to the map's `features` (`obs_projection=True`), or the extraction itself
+(`obs_projection=False`, the released GuideLanguage, whose map has 2*hidden channels: then
+`features` must be 2*hidden).
 
 Options restoring this module's earlier design: `key_projection=True` scores s_k = c_t . W h_k
 with a learned key map `att_key`; `action_chain="shared"` extracts observations and actions with
@@ -29,6 +35,7 @@ from ttw_jax.talk_the_walk.masc import MASC, NoMASC
 _gate_init = nn.initializers.normal(0.1)
 ACTION_CHAINS = ("separate", "shared")
 MASK_HEADS = ("shared", "per_step")
+T_INPUTS = ("final_states", "last_token")
 
 
 class NLGuide(nn.Module):
@@ -44,13 +51,19 @@ class NLGuide(nn.Module):
     key_projection: bool = False     # True: scores c . W h (a learned key map), not h . c
     action_chain: str = "separate"   # separate | shared (one chain of 2*T_max+1 hops)
     mask_head: str = "shared"        # shared | per_step (one Dense per MASC step)
+    T_input: str = "final_states"    # final_states | last_token (the T head's input)
+    obs_projection: bool = True      # False: no map from the extractions to `features`
 
     def setup(self):
-        if self.action_chain not in ACTION_CHAINS:
-            raise ValueError(f"action_chain must be one of {ACTION_CHAINS}, "
-                             f"got {self.action_chain!r}")
-        if self.mask_head not in MASK_HEADS:
-            raise ValueError(f"mask_head must be one of {MASK_HEADS}, got {self.mask_head!r}")
+        for value, allowed, name in ((self.action_chain, ACTION_CHAINS, "action_chain"),
+                                     (self.mask_head, MASK_HEADS, "mask_head"),
+                                     (self.T_input, T_INPUTS, "T_input")):
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+        if not self.obs_projection and self.features != 2 * self.hidden:
+            raise ValueError(f"obs_projection=False scores the map with the 2*hidden = "
+                             f"{2 * self.hidden} extractions themselves: features must be "
+                             f"{2 * self.hidden}, got {self.features}")
         self.word_emb = nn.Embed(self.vocab_size, self.embed)
         self.encoder = nn.Bidirectional(nn.RNN(nn.OptimizedLSTMCell(self.hidden)),
                                         nn.RNN(nn.OptimizedLSTMCell(self.hidden)),
@@ -64,7 +77,8 @@ class NLGuide(nn.Module):
             self.act_control0 = self.param("act_control0", nn.initializers.normal(0.1),
                                            (2 * self.hidden,))
             self.act_control_next = nn.Dense(2 * self.hidden)
-        self.obs_proj = nn.Dense(self.features)
+        if self.obs_projection:
+            self.obs_proj = nn.Dense(self.features)
         self.map_emb = BagOfLandmarks(self.num_landmark_ids, self.features)
         self.map_gates = self.param("map_gates", _gate_init, (self.T_max + 1, self.features))
         self.obs_gates = self.param("obs_gates", _gate_init, (self.T_max + 1, self.features))
@@ -105,7 +119,11 @@ class NLGuide(nn.Module):
         b, length = message.shape
         message_len = jnp.asarray(message_len, jnp.int32)
         (c_fwd, c_bwd), h = self.encoder(self.word_emb(message), seq_lengths=message_len)
-        T_logits = self.T_head(jnp.concatenate([c_fwd[1], c_bwd[1]], axis=-1))
+        if self.T_input == "last_token":
+            T_in = jnp.take_along_axis(h, (message_len - 1)[:, None, None], axis=1)[:, 0]
+        else:
+            T_in = jnp.concatenate([c_fwd[1], c_bwd[1]], axis=-1)
+        T_logits = self.T_head(T_in)
         valid = jnp.arange(length)[None] < message_len[:, None]
         n_obs = self.T_max + 1
         if self.masc and self.action_chain == "separate":
@@ -126,7 +144,9 @@ class NLGuide(nn.Module):
                 maps.append(self.conv(maps[-1]))
         maps = jnp.stack(maps, axis=1).reshape(b, n_obs, -1, self.features)  # (B, T+1, 16, F)
         cum_maps = jnp.cumsum(maps * jax.nn.sigmoid(self.map_gates)[None, :, None], axis=1)
-        obs = self.obs_proj(ext[:, :n_obs]) * jax.nn.sigmoid(self.obs_gates)  # (B, T+1, F)
+        obs = ext[:, :n_obs]
+        obs = (self.obs_proj(obs) if self.obs_projection else obs) * jax.nn.sigmoid(
+            self.obs_gates)  # (B, T+1, F)
         logits_all = jnp.einsum("btcf,btf->btc", cum_maps, jnp.cumsum(obs, axis=1))
         T = jnp.full((b,), self.T_max, jnp.int32) if T is None else jnp.asarray(T, jnp.int32)
         T = jnp.clip(T, 0, self.T_max)

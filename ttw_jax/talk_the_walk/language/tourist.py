@@ -32,38 +32,52 @@ class NLTourist(nn.Module):
 
     obs: (B, S+1, K) landmark ids (rows beyond num_moves+1 are ignored); actions: (B, S) agnostic
     moves 0..3, or 4 for a FORWARD blocked by the window edge (`dialogues.STAY`; the default
-    num_actions=5 has an embedding for it, num_actions=4 is the earlier table without it; beyond
-    num_moves ignored); num_moves: (B,) int. The context is (B, 2*hidden).
+    num_actions=5 has an embedding for it, num_actions=4 is the earlier table without it), or the
+    environment's ids 4..6 (TURNLEFT / TURNRIGHT / FORWARD) of an orientation-aware tourist
+    (num_actions=7); beyond num_moves ignored; num_moves: (B,) int. The context is (B,
+    2*hidden), or (B, context_features) through a linear map (the released `context_linear`).
+    The word embeddings, the observation and action encoders (`hidden` units) and the decoder
+    (`decoder_hidden` units, `hidden` when 0) are sized apart, as in the released TouristLanguage.
     """
     vocab_size: int
     num_landmark_ids: int = NUM_LANDMARK_IDS
     embed: int = 128
     hidden: int = 256
     num_actions: int = 5  # UP, RIGHT, DOWN, LEFT, STAY
+    decoder_hidden: int = 0      # 0: `hidden`
+    context_features: int = 0    # 0: the encoders' states as they are; > 0: a linear map to this
+
+    @property
+    def decoder_size(self) -> int:
+        return self.decoder_hidden or self.hidden
 
     def setup(self):
         self.obs_emb = BagOfLandmarks(self.num_landmark_ids, self.embed)
         self.obs_rnn = nn.RNN(nn.OptimizedLSTMCell(self.hidden), return_carry=True)
         self.act_emb = nn.Embed(self.num_actions, self.embed)
         self.act_rnn = nn.RNN(nn.OptimizedLSTMCell(self.hidden), return_carry=True)
+        if self.context_features:
+            self.context_proj = nn.Dense(self.context_features)
         self.word_emb = nn.Embed(self.vocab_size, self.embed)
-        self.decoder = nn.RNN(nn.OptimizedLSTMCell(self.hidden))
+        self.decoder = nn.RNN(nn.OptimizedLSTMCell(self.decoder_size))
         self.out = nn.Dense(self.vocab_size)
 
     def context(self, obs: jax.Array, actions: jax.Array, num_moves: jax.Array) -> jax.Array:
         """(B, 2*hidden): last valid hidden states of the observation and action LSTMs
-        (the action part is zero for walks without moves)."""
+        (the action part is zero for walks without moves); (B, context_features) through
+        `context_proj` when that is set."""
         num_moves = jnp.asarray(num_moves, jnp.int32)
         (_, h_obs), _ = self.obs_rnn(self.obs_emb(obs), seq_lengths=num_moves + 1)
         if actions.shape[1] == 0:  # S = 0: one dummy move, so the parameters do not depend on S
             actions = jnp.zeros((actions.shape[0], 1), actions.dtype)
         (_, h_act), _ = self.act_rnn(self.act_emb(actions), seq_lengths=jnp.maximum(num_moves, 1))
         h_act = jnp.where((num_moves > 0)[:, None], h_act, 0.0)
-        return jnp.concatenate([h_obs, h_act], axis=-1)
+        context = jnp.concatenate([h_obs, h_act], axis=-1)
+        return self.context_proj(context) if self.context_features else context
 
     def init_carry(self, context: jax.Array):
-        """The decoder's initial LSTM carry (c, h), zeros of shape (B, hidden)."""
-        z = jnp.zeros((context.shape[0], self.hidden), context.dtype)
+        """The decoder's initial LSTM carry (c, h), zeros of shape (B, decoder_size)."""
+        z = jnp.zeros((context.shape[0], self.decoder_size), context.dtype)
         return z, z
 
     def _logits(self, h: jax.Array) -> jax.Array:
@@ -120,14 +134,27 @@ def greedy_decode(model: NLTourist, params, obs, actions, num_moves, max_len: in
                               lambda t, logp: jnp.argmax(logp, axis=-1))
 
 
+def _per_row(key: jax.Array) -> bool:
+    """True for a batch of keys, one per row: (B,) typed keys or (B, 2) raw ones."""
+    typed = jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
+    return key.ndim == (1 if typed else 2)
+
+
 @functools.partial(jax.jit, static_argnames=("model", "max_len"))
 def sample_decode(model: NLTourist, params, obs, actions, num_moves, key, max_len: int,
                   temperature=1.0):
     """Ancestral sampling from softmax(logits / temperature) (a float or traced scalar)
-    -> tokens (B, max_len), lengths (B,)."""
-    return _sequential_decode(
-        model, params, obs, actions, num_moves, max_len,
-        lambda t, logp: jax.random.categorical(jax.random.fold_in(key, t), logp / temperature))
+    -> tokens (B, max_len), lengths (B,). `key`: one PRNG key for the batch, or one per row
+    ((B,) keys: row b's words depend on its own key alone, e.g. one key per full-task episode
+    and step)."""
+    if _per_row(key):
+        draw = jax.vmap(lambda k, t, logp: jax.random.categorical(jax.random.fold_in(k, t), logp),
+                        in_axes=(0, None, 0))
+        choose = lambda t, logp: draw(key, t, logp / temperature)
+    else:
+        choose = lambda t, logp: jax.random.categorical(jax.random.fold_in(key, t),
+                                                        logp / temperature)
+    return _sequential_decode(model, params, obs, actions, num_moves, max_len, choose)
 
 
 @functools.partial(jax.jit, static_argnames=("model", "max_len", "beam_size", "length_penalty"))
