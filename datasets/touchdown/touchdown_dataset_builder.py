@@ -29,6 +29,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from ttw_jax.core import tfds as ttw_tfds
+from ttw_jax.core.records import check_npy_size
 from ttw_jax.touchdown import records as tr
 from ttw_jax.touchdown.graph import synthetic_street_grid
 from ttw_jax.touchdown.sdr.synthetic import iter_synthetic_sdr_examples
@@ -114,20 +115,9 @@ FEATURE_PATTERNS = (os.path.join("features", "{panoid}.npy"), "{panoid}.npy")
 
 
 def _npy_header(path: str) -> tuple[tuple[int, ...], np.dtype]:
-    """(shape, dtype) of an `.npy` file, from its header only."""
-    try:
-        with open(path, "rb") as f:
-            version = np.lib.format.read_magic(f)
-            if version == (1, 0):
-                shape, _, dtype = np.lib.format.read_array_header_1_0(f)
-            elif version == (2, 0):
-                shape, _, dtype = np.lib.format.read_array_header_2_0(f)
-            else:
-                arr = np.load(path, mmap_mode="r")
-                shape, dtype = arr.shape, arr.dtype
-    except ValueError as e:
-        raise ValueError(f"{path}: not a readable .npy file ({e})") from None
-    return tuple(shape), np.dtype(dtype)
+    """(shape, dtype) of an `.npy` file, from its header, after checking the file holds every
+    byte the header announces (a truncated file would fail at training time)."""
+    return check_npy_size(path, ValueError)
 
 
 def _check_feature_array(path: str, shape, dtype, feature_shape) -> None:

@@ -10,7 +10,7 @@ import orbax.checkpoint as ocp
 from flax.training import train_state
 
 from ttw_jax.core.train import data_parallel as dp
-from ttw_jax.core.train.checkpoint import Checkpointer
+from ttw_jax.core.train.checkpoint import CHECKSUM_KEY, Checkpointer, checksum
 
 
 def replicated_state(mesh):
@@ -56,3 +56,29 @@ def test_restores_a_checkpoint_that_saved_the_devices_arrays(tmp_path):
     ckpt.close()
     assert meta == {"step": 5}
     assert_same(trees["state"], state)
+
+
+def test_a_checkpoint_whose_content_changed_falls_back_to_the_older_one(tmp_path):
+    """The SHA-256 saved with a step covers its arrays and its bookkeeping: a step whose meta (or
+    arrays) decode but differ from what was saved is skipped, named in the log, and deleted."""
+    ckpt = Checkpointer(str(tmp_path))
+    for step in (1, 2):
+        ckpt.save(step, {"w": np.full(4, float(step), np.float32)}, {"step": step})
+    ckpt.close()
+    meta_files = [p for p in (tmp_path / "2" / "meta").rglob("*")
+                  if p.is_file() and "step" in p.read_text()]
+    assert meta_files
+    for p in meta_files:   # valid JSON, another value
+        p.write_text(p.read_text().replace('"step": 2', '"step": 3'))
+    ckpt = Checkpointer(str(tmp_path))
+    trees, meta = ckpt.restore_latest({"w": np.zeros(4, np.float32)})
+    ckpt.close()
+    assert meta == {"step": 1} and float(trees["w"][0]) == 1.0
+    assert sorted(os.listdir(tmp_path)) == ["1"]
+    # the digest depends on every value, dtype, shape and leaf name
+    tree = {"w": np.arange(4, dtype=np.float32)}
+    base = checksum(tree, {"step": 1})
+    assert base != checksum({"w": np.arange(4, dtype=np.float64)}, {"step": 1})
+    assert base != checksum({"v": np.arange(4, dtype=np.float32)}, {"step": 1})
+    assert base != checksum({"w": np.arange(4, dtype=np.float32).reshape(2, 2)}, {"step": 1})
+    assert base != checksum(tree, {"step": 2}) and CHECKSUM_KEY.startswith("_")

@@ -5,6 +5,7 @@ import os
 import jax
 import jax.numpy as jnp
 import ml_collections
+import numpy as np
 import optax
 import pytest
 from flax.training import train_state
@@ -181,7 +182,7 @@ def test_sigterm_checkpoints_at_the_next_sync_and_resumes_exactly(tmp_path):
     assert sig.getsignal(sig.SIGTERM) is sig.SIG_DFL   # the handler is gone after fit
 
 
-@pytest.mark.parametrize("damage", ["truncate", "meta"])
+@pytest.mark.parametrize("damage", ["truncate", "meta", "bitflip"])
 def test_a_corrupt_latest_checkpoint_falls_back_to_an_older_one(tmp_path, damage):
     ev = lambda p: {"err": float(abs(p["w"] - 3.0))}
     run(tmp_path / "a", ev, num_steps=10)
@@ -191,6 +192,12 @@ def test_a_corrupt_latest_checkpoint_falls_back_to_an_older_one(tmp_path, damage
         assert files
         for p in files:
             p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
+    elif damage == "bitflip":  # 16 flipped bytes that orbax decodes without a word: the checksum
+        data = max((p for p in (ten / "train").rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+        b = bytearray(data.read_bytes())
+        for i in np.random.default_rng(0).choice(np.arange(len(b) // 4, len(b) - 8), 16, replace=False):
+            b[i] ^= 0x10
+        data.write_bytes(bytes(b))
     else:
         for p in (ten / "meta").rglob("*"):
             if p.is_file():

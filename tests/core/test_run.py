@@ -73,3 +73,33 @@ def test_config_checks_and_splits():
     with pytest.raises(ValueError, match="eval.mode must be one of"):
         check_eval(config, ("tc", "spd"))
     assert splits("dev,,test,") == ["dev", "test"] and splits("") == []
+
+
+def test_sizing_keys_are_checked_before_the_config_is_recorded(tmp_path):
+    import json
+
+    from ttw_jax.core.train.workdir import check_workdir_config
+    c = ml_collections.ConfigDict({"batch_size": 0, "num_steps": -1, "eval_every": 5,
+                                   "guide": {"log_every": 0, "num_steps": 0},
+                                   "eval": {"batch_size": True}})
+    with pytest.raises(ValueError) as e:
+        check_workdir_config(c, tmp_path / "run")
+    msg = str(e.value)
+    assert "\n" not in msg
+    for key in ("batch_size=0", "num_steps=-1", "guide.log_every=0", "eval.batch_size=True"):
+        assert key in msg
+    assert "guide.num_steps" not in msg and not (tmp_path / "run" / "config.json").exists()
+
+
+def test_a_workdir_without_work_takes_a_corrected_config(tmp_path):
+    from ttw_jax.core.train.workdir import check_workdir_config
+    c = ml_collections.ConfigDict({"batch_size": 8, "num_steps": 10})
+    check_workdir_config(c, tmp_path)           # a run that then stopped at a later check
+    (tmp_path / "metrics.jsonl").write_text("")
+    c.batch_size = 16
+    check_workdir_config(c, tmp_path)           # no work done: the corrected config is taken
+    assert '"batch_size": 16' in (tmp_path / "config.json").read_text()
+    (tmp_path / "stage" / "checkpoints" / "10").mkdir(parents=True)
+    c.batch_size = 32
+    with pytest.raises(ValueError, match=r"another config \(batch_size: 16 -> 32\)"):
+        check_workdir_config(c, tmp_path)

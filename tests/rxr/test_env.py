@@ -99,6 +99,26 @@ def test_connectivity_errors(tmp_path):
         read_connectivity(str(bad))
 
 
+@pytest.mark.parametrize("change, match", [
+    (lambda d: d[1]["pose"].__setitem__(3, float("nan")), r"viewpoint 1: field 'pose': expected 16"),
+    (lambda d: d[0].__setitem__("included", 1), r"viewpoint 0: field 'included': expected true"),
+    (lambda d: d[1].__setitem__("image_id", "a"), r"viewpoint 1: field 'image_id': 'a' is also "
+                                                  r"viewpoint 0"),
+    (lambda d: d[0].__setitem__("unobstructed", [False, "yes"]), r"viewpoint 0: field "
+                                                                 r"'unobstructed': expected 2 booleans"),
+    (lambda d: d[0].__setitem__("image_id", 7), r"viewpoint 0: field 'image_id'"),
+])
+def test_connectivity_values_are_checked(tmp_path, change, match):
+    data = [{"image_id": v, "pose": [0.0] * 16, "included": True,
+             "unobstructed": [v == "b", v == "a"]} for v in ("a", "b")]
+    change(data)
+    path = tmp_path / "s_connectivity.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ConnectivityFormatError, match=match) as e:
+        read_connectivity(str(path))
+    assert str(path) in str(e.value)
+
+
 @pytest.mark.slow
 def test_replaying_r2r_reference_paths_scores_perfectly():
     """Reference paths of R2R val_seen driven through the simulator (one panoramic action per

@@ -194,6 +194,9 @@ def test_r2r_small_file_and_text_features(tmp_path):
 
 @pytest.mark.parametrize("entry, message", [
     (r2r_entry(scan=None), "entry 1: missing field 'scan'"),
+    (r2r_entry(scan="../../x"), "entry 1: field 'scan' is not an id without path separators"),
+    (r2r_entry(scan="/abs/scan"), "entry 1: field 'scan' is not an id without path separators"),
+    (r2r_entry(scan=".."), "entry 1: field 'scan' is not an id without path separators"),
     (r2r_entry(heading="3.0"), "entry 1: field 'heading' is not a finite number"),
     (r2r_entry(path=[]), "entry 1: field 'path' is not a non-empty list"),
     (r2r_entry(path_id=-2), "entry 1: field 'path_id' is not an integer >= 0"),
@@ -325,7 +328,8 @@ def test_read_rxr_gz_and_plain_jsonl(tmp_path):
 
 @pytest.mark.parametrize("line, message", [
     (rxr_line(2, path=None), "missing field 'path'"),
-    (rxr_line(2, scan=""), "field 'scan' is not a non-empty string"),
+    (rxr_line(2, scan=""), "field 'scan' is not an id without path separators"),
+    (rxr_line(2, scan="a/../../b"), "field 'scan' is not an id without path separators"),
     (rxr_line(2, language="fr-FR"), "field 'language' is not one of"),
     (rxr_line(2, heading="north"), "field 'heading' is not a finite number"),
     (dict(rxr_line(2), instruction_id="2"), "field 'instruction_id' is not an integer"),
@@ -469,7 +473,14 @@ def test_unreadable_pose_trace_and_text_features(tmp_path):
     trace = tmp_path / "pose_traces" / "000007_guide_pose_trace.npz"
     trace.parent.mkdir()
     trace.write_bytes(b"garbage")
-    with pytest.raises(rr.PoseTraceError, match=f"{trace}: not a readable .npz file"):
+    with pytest.raises(rr.PoseTraceError, match=f"{trace}: not readable"):
+        rr.read_rxr(path)
+    write_pose_trace(str(trace), CASE_PANOS, CASE_TIMES, CASE_ANGLES)   # whole, then cut
+    trace.write_bytes(trace.read_bytes()[:-100])
+    with pytest.raises(rr.PoseTraceError, match=f"^{trace}(: key '\\w+')?: not readable"):
+        rr.read_rxr(path)
+    trace.write_bytes(trace.read_bytes()[:len(trace.read_bytes()) // 2])
+    with pytest.raises(rr.PoseTraceError, match=f"^{trace}(: key '\\w+')?: not readable"):
         rr.read_rxr(path)
     trace.unlink()
     (tmp_path / "text_features").mkdir()

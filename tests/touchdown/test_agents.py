@@ -49,6 +49,17 @@ def test_a_route_longer_than_max_route_is_refused_by_route_id(world):
                               world["vocab"], 48, longest - 1, 40, locate=lambda r: "train.json:7")
 
 
+def test_a_route_that_jumps_between_unlinked_panoramas_is_refused(world):
+    rec = dict(max(world["records"], key=lambda r: len(r["route_panoids"])))
+    route = rec["route_panoids"]
+    rec["route_panoids"] = [route[0], route[2]] + route[3:]    # skips a panorama
+    with pytest.raises(ValueError, match=rf"^train.json:3: route_id {rec['route_id']}: field "
+                                         rf"'route_panoids': consecutive panoramas {route[0]} -> "
+                                         rf"{route[2]} are not linked"):
+        nav_episodes.episodes([rec], world["table"], TouchdownReference(world["links"]),
+                              world["vocab"], 48, 80, 80, locate=lambda r: "train.json:3")
+
+
 def test_vocabulary_and_episode_arrays(world):
     vocab, eps, records = world["vocab"], world["eps"], world["records"]
     assert vocab.words[:2] == ("<pad>", "<unk>")

@@ -243,7 +243,11 @@ def test_sdr_feature_file_of_the_wrong_shape_is_named(tmp_path, manual_sample_di
     assert str(bad) in str(e.value) and "(2, 4, 4)" in str(e.value)
     assert "(2, 4, 3)" in str(e.value)
     bad.write_bytes(b"not an npy file")
-    with pytest.raises(ValueError, match=f"{bad}: not a readable .npy file"):
+    with pytest.raises(ValueError, match=f"{bad}: not readable"):
+        build(tmp_path / "data", small_sdr_config(), manual)
+    np.save(bad, np.zeros((2, 4, 3), np.float16))       # the right header, half the data
+    bad.write_bytes(bad.read_bytes()[:-10])
+    with pytest.raises(ValueError, match=rf"{bad}: truncated: \d+ bytes, the header announces"):
         build(tmp_path / "data", small_sdr_config(), manual)
     assert not any(files for _, _, files in os.walk(tmp_path / "data" / "touchdown" / "sdr_small"))
 

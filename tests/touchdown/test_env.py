@@ -95,6 +95,9 @@ def test_graph_errors_name_file_line_and_field(tmp_path):
     (tmp_path / "links.txt").write_text("\n".join(lines) + "\n")
     with pytest.raises(GraphFormatError, match=r"links.txt:5: expected 3"):
         read_graph_files(str(tmp_path))
+    (tmp_path / "links.txt").write_text("\n")
+    with pytest.raises(GraphFormatError, match=r"links.txt: no rows"):
+        read_graph_files(str(tmp_path))
 
 
 def test_synthetic_grid_looks_like_manhattan(tmp_path):

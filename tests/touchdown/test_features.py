@@ -100,3 +100,17 @@ def test_a_table_without_a_convention_is_centred(tmp_path):
     np.savez(path, panoids=np.asarray(["a", "b"]), features=np.zeros((2, 4, 1)))
     table, convention = pano_features.load_pano_features(path, NodeTable.from_ids(["b"]))
     assert convention == "centred" and table.shape == (1, 4, 1)
+
+
+def test_a_damaged_or_non_finite_table_is_named(tmp_path):
+    path = str(tmp_path / "t.npz")
+    feats = np.zeros((2, 4, 1))
+    feats[1, 2, 0] = np.nan
+    np.savez(path, panoids=np.asarray(["a", "b"]), features=feats)
+    with pytest.raises(ValueError, match=r"t.npz: 'features' must be finite numbers"):
+        pano_features.load_pano_features(path, NodeTable.from_ids(["b"]))
+    np.savez(path, panoids=np.asarray(["a", "b"]), features=np.zeros((2, 4, 1)))
+    with open(path, "r+b") as f:
+        f.truncate(300)
+    with pytest.raises(ValueError, match=r"t.npz: not readable"):
+        pano_features.load_pano_features(path, NodeTable.from_ids(["b"]))

@@ -102,6 +102,7 @@ def test_missing_file_names_the_path_and_the_source(tmp_path):
     (json.dumps(record(3, route_panoids=None)), "missing field 'route_panoids'"),
     (json.dumps(record(3, route_panoids=["a"])), "field 'route_panoids'"),
     (json.dumps(record(3, route_panoids=["a", 5])), "field 'route_panoids'"),
+    (json.dumps(record(3, route_panoids=["a", "../b"])), "field 'route_panoids'"),
     (json.dumps(record(3, start_heading="0.0")), "field 'start_heading' is not a heading"),
     (json.dumps(record(3, start_heading=1e300)), "field 'start_heading' is not a heading in "
                                                  "degrees (a number in [-360, 720])"),
@@ -128,6 +129,8 @@ def test_malformed_line_names_file_line_and_field(tmp_path, bad_line, field):
     ({"pre_heading": "north"}, "field 'pre_heading' is not a heading"),
     ({"main_heading": "1e300"}, "field 'main_heading' is not a heading"),
     ({"post_pano": None}, "missing field 'post_pano'"),
+    ({"main_pano": "../../etc/passwd"}, "field 'main_pano' is not a non-empty panoid without path"),
+    ({"main_pano": "/abs"}, "field 'main_pano' is not a non-empty panoid without path"),
     ({"td_location_text": None}, "missing field 'td_location_text'"),
 ])
 def test_malformed_sdr_fields_are_checked_only_with_sdr(tmp_path, changes, field):

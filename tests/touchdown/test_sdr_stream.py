@@ -54,6 +54,17 @@ def test_views_share_their_panorama_file_and_read_it_when_indexed(tmp_path):
     bad = stream.panorama_rows(pano_files, np.array([0]), (2, 2, 2))
     with pytest.raises(ValueError, match=r"a.npy: shape \(10, 56, 8\), expected \(2, 2, 2\)"):
         bad[0]
+    # a NaN or a truncated file is named when its view is read
+    x = np.full(SHAPE, 1.0, np.float16)
+    x[3, 4, 5] = np.nan
+    np.save(files["a"], x)
+    with pytest.raises(ValueError, match=r"a.npy: non-finite values"):
+        rows[np.array([1])]
+    np.save(files["a"], np.ones(SHAPE, np.float16))
+    with open(files["a"], "r+b") as f:
+        f.truncate(1000)
+    with pytest.raises(ValueError, match=r"a.npy: not readable"):
+        rows[np.array([1])]
 
 
 def config(manual, tfds_dir, **overrides):

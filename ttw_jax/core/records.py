@@ -14,10 +14,13 @@ record with these rules; its messages are `{where}: missing field 'name'`, `{whe
 """
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import json
 import math
+import zipfile
+import zlib
 from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
@@ -34,6 +37,38 @@ ErrorType = type[RecordFormatError]
 
 
 # ----------------------------------------------------------------------------- files
+
+@contextlib.contextmanager
+def damaged(path: Any, error: ErrorType = RecordFormatError) -> Iterator[None]:
+    """Inside it, what numpy, zipfile and zlib raise for a damaged or truncated file (a bad zip
+    directory, a short member, a corrupt stream, a short `.npy`) becomes `error` naming `path`;
+    a missing file and this project's own format errors pass through unchanged."""
+    try:
+        yield
+    except (RecordFormatError, FileNotFoundError):
+        raise
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error) as e:
+        raise error(f"{path}: not readable: damaged, truncated or not in the expected format "
+                    f"({type(e).__name__}: {str(e)[:200]})") from None
+
+
+def check_npy_size(path: Any, error: ErrorType = RecordFormatError) -> tuple[tuple, np.dtype]:
+    """(shape, dtype) from an `.npy` file's header, after checking that the file holds every
+    byte the header announces (a truncated file is `error` naming it and both sizes)."""
+    with damaged(path, error), open(path, "rb") as f:
+        version = np.lib.format.read_magic(f)
+        read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                       else np.lib.format.read_array_header_2_0)
+        shape, _, dtype = read_header(f)
+        expected = f.tell() + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        f.seek(0, io.SEEK_END)
+        size = f.tell()
+    if dtype.hasobject:
+        raise error(f"{path}: an object array (it would need pickle, which is never used)")
+    if size < expected:
+        raise error(f"{path}: truncated: {size} bytes, the header announces {expected}")
+    return tuple(shape), dtype
+
 
 def _lines(path: str, error: ErrorType, hint: str) -> Iterator[str]:
     """Every line of a text file (gzip-compressed if it ends in `.gz`; any `paths.resolve`
@@ -113,6 +148,13 @@ def is_nonempty_string(v: Any) -> bool:
     return isinstance(v, str) and v != ""
 
 
+def is_file_stem(v: Any) -> bool:
+    """An id that names a file inside its data folder: a non-empty string with no path separator
+    (`/`, `\\`), no NUL, not `.` or `..` (a record's `scan` or panoid never leaves the folder)."""
+    return (is_nonempty_string(v) and not any(c in v for c in "/\\\0")
+            and v not in (".", ".."))
+
+
 def list_of(check: Callable[[Any], bool], min_len: int = 0, max_len: int | None = None
             ) -> Callable[[Any], bool]:
     """A check: a list of `min_len` to `max_len` (default: any number of) items passing `check`."""
@@ -177,6 +219,10 @@ class Fields:
         if not is_number(v):
             raise self.bad(name, "a number (or absent)", v)
         return float(v)
+
+    def file_stem(self, name: str) -> str:
+        """A string field that names a file inside the data folder (`is_file_stem`)."""
+        return self.get(name, is_file_stem, "an id without path separators (not '.' or '..')")
 
     def string(self, name: str, nonempty: bool = False) -> str:
         if nonempty:

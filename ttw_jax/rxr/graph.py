@@ -18,7 +18,8 @@ from flax import struct
 from scipy.sparse import csgraph
 
 from ttw_jax.core.pano_graph import NodeTable, PanoGraph, adjacency, build_graph
-from ttw_jax.core.records import RecordFormatError, read_json_list
+from ttw_jax.core.records import (RecordFormatError, is_nonempty_string, is_number, list_of,
+                                  read_json_list, shown)
 
 SOURCE_HINT = ("Matterport3D connectivity graphs are in the Matterport3DSimulator repository "
                "(github.com/peteanderson80/Matterport3DSimulator, `connectivity/`); see BUILD.md.")
@@ -34,20 +35,29 @@ def node_id(scan: str, viewpoint: str) -> str:
 
 
 def read_connectivity(path: str) -> list[dict]:
-    """The list of viewpoint annotations of one scan, validated (errors name file, entry, field)."""
+    """The list of viewpoint annotations of one scan, validated (errors name file, entry, field):
+    `image_id` a unique non-empty string, `pose` 16 finite numbers, `included` a bool,
+    `unobstructed` one bool per viewpoint of the file."""
     data = read_json_list(path, "viewpoints", ConnectivityFormatError,
                           f"(a Matterport connectivity file) {SOURCE_HINT}")
+    checks = {"image_id": (is_nonempty_string, "a non-empty string"),
+              "pose": (list_of(is_number, 16, 16), "16 finite numbers (a row-major 4x4 matrix)"),
+              "included": (lambda v: isinstance(v, bool), "true or false"),
+              "unobstructed": (list_of(lambda v: isinstance(v, bool), len(data), len(data)),
+                               f"{len(data)} booleans (one per viewpoint of the file)")}
+    seen = {}
     for i, entry in enumerate(data):
-        for field in _FIELDS:
+        for field, (check, expected) in checks.items():
             if field not in entry:
                 raise ConnectivityFormatError(f"{path}: viewpoint {i}: missing field '{field}'")
-        if len(entry["pose"]) != 16:
-            raise ConnectivityFormatError(f"{path}: viewpoint {i}: field 'pose' has "
-                                          f"{len(entry['pose'])} values, expected 16")
-        if len(entry["unobstructed"]) != len(data):
-            raise ConnectivityFormatError(f"{path}: viewpoint {i}: field 'unobstructed' has "
-                                          f"{len(entry['unobstructed'])} values, expected "
-                                          f"{len(data)}")
+            if not check(entry[field]):
+                raise ConnectivityFormatError(f"{path}: viewpoint {i}: field '{field}': expected "
+                                              f"{expected}, got {shown(entry[field])}")
+        if entry["image_id"] in seen:
+            raise ConnectivityFormatError(f"{path}: viewpoint {i}: field 'image_id': "
+                                          f"{entry['image_id']!r} is also viewpoint "
+                                          f"{seen[entry['image_id']]}")
+        seen[entry["image_id"]] = i
     return data
 
 

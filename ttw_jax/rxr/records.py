@@ -121,7 +121,7 @@ class RecordFormatError(core.RecordFormatError):
     entry) and field."""
 
 
-class PoseTraceError(ValueError):
+class PoseTraceError(core.RecordFormatError):
     """A pose-trace or text-feature file exists but is malformed; the message names file and key."""
 
 
@@ -222,10 +222,13 @@ def step_masks(path: Sequence[str], panos: Sequence[str], times, extrinsic, word
 def _trace_array(data, key: str, path: str, dtype_kind: str) -> np.ndarray:
     if key not in data:
         raise PoseTraceError(f"{path}: missing key '{key}'")
-    try:
-        arr = data[key]
-    except ValueError as e:   # object arrays need pickle, which is refused
-        raise PoseTraceError(f"{path}: key '{key}' is not a plain array ({e})") from None
+    with core.damaged(f"{path}: key '{key}'", PoseTraceError):
+        try:
+            arr = data[key]
+        except ValueError as e:   # object arrays need pickle, which is refused
+            if "pickle" not in str(e):
+                raise
+            raise PoseTraceError(f"{path}: key '{key}' is not a plain array ({e})") from None
     if arr.dtype.kind not in dtype_kind:
         raise PoseTraceError(f"{path}: key '{key}' has dtype {arr.dtype}")
     return arr
@@ -258,10 +261,8 @@ def load_pose_trace(path: str) -> dict:
     [k, 36] float32 or None, text_masks: [k, m] bool or None} of an RxR `*_pose_trace.npz`
     (k path viewpoints, m text-feature subwords; the last three keys are optional, as in older
     traces), validated (PoseTraceError naming the file and the key)."""
-    try:
+    with core.damaged(path, PoseTraceError):
         data = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as e:
-        raise PoseTraceError(f"{path}: not a readable .npz file ({e})") from None
     if not hasattr(data, "files"):
         raise PoseTraceError(f"{path}: not an .npz archive (a single array)")
     with data:
@@ -361,19 +362,20 @@ def load_text_features(path: str) -> np.ndarray:
     """float32 [L, D] of a text-feature file: the release's `.npz` (`features` [m, 768], one
     row per multilingual-BERT subword; `tokens` [m] or [m, 1] optional) or a `.npy` [L, D]
     (PoseTraceError naming the file and key)."""
-    try:
+    with core.damaged(path, PoseTraceError):
         data = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as e:
-        raise PoseTraceError(f"{path}: not a readable .npy / .npz file ({e})") from None
     if hasattr(data, "files"):
         with data:
             arr = _trace_array(data, "features", path, "fiu")
             tokens = None
             if "tokens" in data.files:
-                try:
-                    tokens = data["tokens"]
-                except ValueError:   # an object array (needs pickle): not needed, skip it
-                    tokens = None
+                with core.damaged(f"{path}: key 'tokens'", PoseTraceError):
+                    try:
+                        tokens = data["tokens"]
+                    except ValueError as e:   # an object array (needs pickle): not needed
+                        if "pickle" not in str(e):
+                            raise
+                        tokens = None
             if tokens is not None:
                 if len(tokens) != len(arr):
                     raise PoseTraceError(f"{path}: key 'tokens' has {len(tokens)} rows, "
@@ -393,12 +395,14 @@ def load_text_features(path: str) -> np.ndarray:
 def load_text_tokens(path: str) -> list[str]:
     """The subword tokens of a release text-feature `.npz` (`tokens` [m] or [m, 1]); [] when the
     file has none or stores them as Python objects (which would need pickle)."""
-    with np.load(path, allow_pickle=False) as data:
+    with core.damaged(path, PoseTraceError), np.load(path, allow_pickle=False) as data:
         if "tokens" not in data.files:
             return []
         try:
             tokens = data["tokens"]
-        except ValueError:
+        except ValueError as e:   # an object array (needs pickle)
+            if "pickle" not in str(e):
+                raise
             return []
     return [t.decode() if isinstance(t, bytes) else str(t) for t in tokens.reshape(-1).tolist()]
 
@@ -540,7 +544,7 @@ def check_record(rec: Mapping[str, Any], where: str) -> dict:
     words = f.get("timed_words", core.list_of(core.is_string), "a list of strings")
     out = new_record(
         instruction_id=f.int("instruction_id", 0), path_id=f.int("path_id", 0),
-        scan=f.string("scan", nonempty=True), path=path, heading=f.number("heading"),
+        scan=f.file_stem("scan"), path=path, heading=f.number("heading"),
         instruction=f.string("instruction"), language=f.string("language", nonempty=True),
         annotator=annotator, edit_distance=f.optional_number("edit_distance"),
         distance=f.optional_number("distance"), timed_words=list(words))
@@ -605,7 +609,7 @@ def read_r2r(path: str, manual_dir: str | None = None) -> list[dict]:
             raise RecordFormatError(f"{where}: field 'path_id' {path_id} repeats entry "
                                     f"{seen[path_id]}")
         seen[path_id] = i
-        scan, viewpoints = f.string("scan", nonempty=True), _viewpoints(f, "path")
+        scan, viewpoints = f.file_stem("scan"), _viewpoints(f, "path")
         heading, distance = f.number("heading"), f.optional_number("distance")
         instructions = f.get("instructions", core.list_of(core.is_string, 1, R2R_IDS_PER_PATH),
                              f"a list of 1 to {R2R_IDS_PER_PATH} strings")
@@ -753,7 +757,7 @@ def _rxr_record(raw: Mapping[str, Any], annotator: str, where: str
                      f"one of {RXR_LANGUAGES} (or 'hi', 'te')")
     rec = new_record(
         instruction_id=f.int("instruction_id", 0), path_id=f.int("path_id", 0),
-        scan=f.string("scan", nonempty=True), path=_viewpoints(f, "path"),
+        scan=f.file_stem("scan"), path=_viewpoints(f, "path"),
         heading=f.number("heading"), instruction=f.string("instruction"),
         language=normalize_language(language), annotator=annotator,
         edit_distance=f.optional_number("edit_distance"))

@@ -22,6 +22,8 @@ def episodes(records: Sequence[dict], nodes: NodeTable, reference: TouchdownRefe
     `navigation_text`, `route_id`). An error about one record starts with `locate(record)` (its
     file and line, `ttw_jax.touchdown.dataset.record_location`) when given.
 
+    A route with consecutive panoramas that no link joins is refused (ValueError), as R2R's are.
+
     Returns start_pano, start_heading, goal, route_len, gold_len, token_len, route_id: [E] int32;
     route [E, max_route] (-1 padded; a longer route raises ValueError); gold [E, horizon] actions (STOP padded; sequences longer than
     the horizon are cut); tokens [E, max_tokens] (a longer instruction: `truncate`, see
@@ -38,6 +40,11 @@ def episodes(records: Sequence[dict], nodes: NodeTable, reference: TouchdownRefe
             at = f"{locate(rec)}: " if locate else ""
             raise ValueError(f"{at}route_id {rec['route_id']}: route of {len(ids)} panoramas exceeds "
                              f"data.max_route={max_route}; raise it (SED compares whole routes)")
+        for a, b in zip(rec["route_panoids"], rec["route_panoids"][1:]):
+            if all(end != b for _, end in reference.out[a]):
+                at = f"{locate(rec)}: " if locate else ""
+                raise ValueError(f"{at}route_id {rec['route_id']}: field 'route_panoids': "
+                                 f"consecutive panoramas {a} -> {b} are not linked in links.txt")
         route[i, :len(ids)] = ids
         route_len[i] = len(ids)
         heading[i] = round(rec["start_heading"]) % 360

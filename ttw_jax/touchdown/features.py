@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ttw_jax.core.pano_graph import NodeTable, PanoGraph
+from ttw_jax.core.records import damaged
 from ttw_jax.touchdown import projection
 
 
@@ -142,13 +143,17 @@ def load_pano_features(path: str, nodes: NodeTable) -> tuple[np.ndarray, str]:
         raise FileNotFoundError(f"panorama feature file missing: {path} (an .npz with 'panoids' "
                                 "[M] and 'features' [M, W, C]); leave the path empty to use "
                                 "synthetic features")
-    with np.load(path) as z:
-        for key in ("panoids", "features"):
-            if key not in z:
-                raise ValueError(f"{path}: missing array '{key}'")
-        ids, feats = [str(p) for p in z["panoids"]], z["features"]
-        convention = str(z["convention"]) if "convention" in z else "centred"
+    with damaged(path, ValueError), np.load(path, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in ("panoids", "features", "convention") if k in z}
+    for key in ("panoids", "features"):
+        if key not in arrays:
+            raise ValueError(f"{path}: missing array '{key}'")
+    ids, feats = [str(p) for p in arrays["panoids"]], arrays["features"]
+    convention = str(arrays.get("convention", "centred"))
     check_convention(convention)
+    if feats.dtype.kind not in "fiu" or not np.isfinite(feats).all():
+        raise ValueError(f"{path}: 'features' must be finite numbers (got dtype {feats.dtype}"
+                         f"{'' if feats.dtype.kind not in 'fiu' else ' with NaN or inf'})")
     if feats.ndim not in (3, 4) or feats.shape[0] != len(ids):
         raise ValueError(f"{path}: 'features' has shape {feats.shape}, expected "
                          f"[{len(ids)}, W, C] or [{len(ids)}, H, W, C] to match 'panoids'")
@@ -185,7 +190,10 @@ def official_navigation_table(feature_dir: str, panoids, dtype=np.float16,
                                 "[H, W, C] per panorama, see BUILD.md)")
     out, first = None, None
     for i, path in enumerate(paths):
-        x = np.load(path, allow_pickle=False)
+        with damaged(path, ValueError):
+            x = np.load(path, allow_pickle=False)
+        if x.dtype.kind not in "fiu" or not np.isfinite(x).all():
+            raise ValueError(f"{path}: the feature map must be finite numbers ({x.dtype})")
         if x.ndim != 3 or (first is not None and x.shape != first):
             raise ValueError(f"{path}: shape {x.shape}, expected [H, W, C] like "
                              f"{first or 'the others'}")

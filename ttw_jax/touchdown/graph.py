@@ -78,6 +78,9 @@ def read_graph_files(graph_dir: str) -> tuple[list[NodeRow], list[LinkRow]]:
 
         links.append((known("start_panoid", a), _parse(paths[1], i, "heading", h, int, -360, 720),
                       known("end_panoid", b)))
+    for path, rows in zip(paths, (nodes, links)):
+        if not rows:
+            raise GraphFormatError(f"{path}: no rows (an empty or blank file). {SOURCE_HINT}")
     return nodes, links
 
 

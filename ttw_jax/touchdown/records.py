@@ -32,7 +32,7 @@ class RecordFormatError(core.RecordFormatError):
 def _navigation(f: core.Fields) -> dict:
     return {"route_id": f.int("route_id"),
             "navigation_text": f.string("navigation_text"),
-            "route_panoids": list(f.get("route_panoids", core.list_of(core.is_nonempty_string, 2),
+            "route_panoids": list(f.get("route_panoids", core.list_of(core.is_file_stem, 2),
                                         "a list of >= 2 non-empty strings")),
             "start_heading": float(f.get("start_heading", is_heading, HEADING)),
             "end_heading": float(f.get("end_heading", is_heading, HEADING))}
@@ -87,8 +87,9 @@ def _sdr(f: core.Fields, route_id: int) -> list[dict]:
         center = _center(f, f"{v}_static_center")
         if center is None:
             continue
-        if not pano:
-            raise f.bad(f"{v}_pano", "a non-empty panoid (the view is visible)", pano)
+        if not core.is_file_stem(pano):
+            raise f.bad(f"{v}_pano", "a non-empty panoid without path separators (the view is "
+                                     "visible)", pano)
         out.append({"route_id": route_id, "which": v, "panoid": pano, "heading": heading,
                     "center_x": center[0], "center_y": center[1], "td_location_text": text})
     return out

@@ -1,6 +1,8 @@
 """Orbax checkpoints of a training run: the train state, the best parameters and loop bookkeeping."""
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 import jax
@@ -12,14 +14,40 @@ from absl import logging
 from ttw_jax.core import paths
 
 
+CHECKSUM_KEY = "_sha256"   # in the saved bookkeeping: `checksum` of the step's content
+
+
+def _host_array(x) -> np.ndarray:
+    """A leaf as the numpy array a restore gives back: a Python scalar takes JAX's dtype for it."""
+    return np.asarray(x, getattr(x, "dtype", None) or jnp.result_type(x))
+
+
+class ChecksumError(ValueError):
+    """A checkpoint decoded, but its content differs from what was saved."""
+
+
+def checksum(tree: Any, meta: dict) -> str:
+    """SHA-256 of a pytree of arrays (each leaf's path, dtype, shape and bytes, in tree order)
+    and of the JSON bookkeeping (keys sorted): what `save` stores beside a step and `restore_latest`
+    verifies. Checkpoints written without one restore unverified."""
+    h = hashlib.sha256()
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        a = np.ascontiguousarray(np.asarray(leaf))
+        h.update(f"{jax.tree_util.keystr(path)}|{a.dtype.str}|{a.shape}|".encode())
+        h.update(a.tobytes())
+    h.update(json.dumps(meta, sort_keys=True, default=str).encode())
+    return h.hexdigest()
+
+
 class Checkpointer:
     """Saves {'state', 'best_params'} pytrees plus a JSON dict of loop bookkeeping per step.
 
     `restore_latest(template)` returns (pytrees, bookkeeping) of the newest complete checkpoint
     that restores, or None when the directory holds none. Incomplete (killed mid-write) steps are
-    ignored; a complete step that fails to restore (a truncated file, corrupt metadata) is named
-    in the log and skipped for the next older one, and (unless read-only) deleted, so that the
-    run can write that step again.
+    ignored; a complete step that fails to restore (a truncated file, corrupt metadata) or whose
+    content no longer matches the SHA-256 saved with it (`checksum`: flipped bytes that still
+    decode) is named in the log and skipped for the next older one, and (unless read-only)
+    deleted, so that the run can write that step again.
 
     The pytrees are data-parallel, i.e. replicated: they are saved and restored as host numpy
     arrays, which process 0 alone writes (orbax's numpy handler) and every process reads. That
@@ -36,7 +64,8 @@ class Checkpointer:
                                              item_names=("train", "meta"))
 
     def save(self, step: int, train: Any, meta: dict) -> None:
-        host = jax.tree_util.tree_map(np.asarray, jax.device_get(train))
+        host = jax.tree_util.tree_map(_host_array, jax.device_get(train))
+        meta = {**meta, CHECKSUM_KEY: checksum(host, meta)}
         self.manager.save(step, args=ocp.args.Composite(
             train=ocp.args.StandardSave(host), meta=ocp.args.JsonSave(meta)))
         self.manager.wait_until_finished()
@@ -58,6 +87,10 @@ class Checkpointer:
             try:
                 out = self.manager.restore(step, args=ocp.args.Composite(
                     train=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()))
+                meta = dict(out["meta"])
+                saved = meta.pop(CHECKSUM_KEY, None)
+                if saved is not None and saved != checksum(out["train"], meta):
+                    raise ChecksumError("its content does not match the SHA-256 saved with it")
             except Exception as e:   # orbax raises many kinds for a damaged step
                 failures.append(f"step {step}: {type(e).__name__}: {str(e)[:200]}")
                 logging.warning("checkpoint %d in %s does not restore (%s: %s); trying an older one",
@@ -69,7 +102,7 @@ class Checkpointer:
             if failures:
                 logging.warning("resuming from checkpoint %d of %s (newer ones did not restore)",
                                 step, self.directory)
-            return out["train"], dict(out["meta"])
+            return out["train"], meta
         raise RuntimeError(f"no checkpoint in {self.directory} restores: " + "; ".join(failures))
 
     def close(self) -> None:

@@ -24,10 +24,48 @@ def write_json(path: paths.PathLike, obj, **kw) -> None:
     paths.write_text(path, json.dumps(obj, **kw))
 
 
+# Config leaves (by their last name, at any depth) every trainer needs positive, or >= 0.
+POSITIVE_KEYS = ("batch_size", "eval_every", "log_every", "sdr_batch_size")
+NON_NEGATIVE_KEYS = ("num_steps", "num_epochs")
+
+
+def check_common(config: ml_collections.ConfigDict) -> None:
+    """One ValueError naming every sizing key out of range: a `batch_size` / `eval_every` /
+    `log_every` (any section) below 1, a `num_steps` / `num_epochs` below 0."""
+    bad = []
+    for key, value in flatten(config.to_dict()).items():
+        name = key.rsplit(".", 1)[-1]
+        low = 1 if name in POSITIVE_KEYS else 0 if name in NON_NEGATIVE_KEYS else None
+        if low is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
+            bad.append(f"{key}={value!r} (needs an integer >= {low})")
+    if bad:
+        raise ValueError("config: " + "; ".join(bad))
+
+
+def holds_work(workdir: paths.PathLike) -> bool:
+    """True when `workdir` or a stage folder in it (one level down) holds a metric line, a
+    checkpoint or results: a run that did some work, which only the same config may resume."""
+    def work_in(folder) -> bool:
+        ckpts = folder / "checkpoints"
+        metrics = folder / "metrics.jsonl"
+        return ((folder / "results.json").exists()
+                or (metrics.exists() and metrics.stat().length > 0)
+                or (ckpts.is_dir() and any(ckpts.iterdir())))
+
+    root = paths.resolve(workdir)
+    if not root.is_dir():
+        return False
+    return work_in(root) or any(work_in(p) for p in root.iterdir()
+                                if p.is_dir() and p.name != "checkpoints")
+
+
 def check_workdir_config(config: ml_collections.ConfigDict, workdir: paths.PathLike,
                          resumable: Sequence[str] = ()) -> None:
-    """Records the config in `<workdir>/config.json`; refuses to resume a run whose config differs
-    in anything but the keys starting with one of `resumable`."""
+    """Checks the common sizing keys (`check_common`), then records the config in
+    `<workdir>/config.json`; refuses to resume a run whose config differs in anything but the
+    keys starting with one of `resumable`. A workdir whose earlier run did no work (`holds_work`:
+    e.g. it stopped at a config error) takes the new config."""
+    check_common(config)
     path = paths.resolve(workdir) / "config.json"
     current = json.loads(config.to_json())
     if path.exists():
@@ -35,7 +73,7 @@ def check_workdir_config(config: ml_collections.ConfigDict, workdir: paths.PathL
         new = flatten(current)
         diff = [f"{k}: {saved.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(saved) | set(new))
                 if saved.get(k) != new.get(k) and not k.startswith(tuple(resumable))]
-        if diff:
+        if diff and holds_work(workdir):
             raise ValueError(f"{workdir} holds a run with another config ({'; '.join(diff)}); "
                              "resume it with the same config or choose a new --workdir")
     if jax.process_index() == 0:

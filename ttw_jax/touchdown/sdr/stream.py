@@ -20,6 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ttw_jax.core.records import damaged
 from ttw_jax.core.stream import LazyRows
 from ttw_jax.touchdown.sdr.synthetic import iter_synthetic_sdr_examples
 
@@ -31,9 +32,13 @@ def panorama_rows(files: Sequence[str], pano: np.ndarray, shape: Sequence[int]) 
     pano = np.asarray(pano)
 
     def read(i: int) -> np.ndarray:
-        x = np.load(files[pano[i]], allow_pickle=False)
+        path = files[pano[i]]
+        with damaged(path, ValueError):
+            x = np.load(path, allow_pickle=False)
         if x.shape != tuple(shape):
-            raise ValueError(f"{files[pano[i]]}: shape {x.shape}, expected {tuple(shape)}")
+            raise ValueError(f"{path}: shape {x.shape}, expected {tuple(shape)}")
+        if not np.isfinite(x).all():
+            raise ValueError(f"{path}: non-finite values (NaN or inf) in the feature map")
         return x
     return LazyRows(read, len(pano), shape, np.float16)
 
