@@ -124,3 +124,31 @@ def test_manual_files_in_a_bucket_are_fingerprinted(bucket):
     fp = source_fingerprint("gs://b/m")
     assert sorted(fp) == ["a.txt", "sub/c.txt"]
     assert [fp["a.txt"][0], fp["sub/c.txt"][0]] == [2, 1]
+
+
+def test_a_bucket_run_killed_just_after_a_checkpoint_keeps_every_metric_line(bucket):
+    """The lines up to a checkpoint are copied to the bucket before the checkpoint is written:
+    a run killed right after writing it resumes with the uninterrupted run's whole history."""
+    from tests.core.test_loop import run
+    from ttw_jax.core.train.checkpoint import Checkpointer
+    ev = lambda p: {"err": float(abs(p["w"] - 3.0))}
+    real_save = Checkpointer.save
+
+    def save_then_die(self, step, train, meta):
+        real_save(self, step, train, meta)
+        if step == 20:
+            raise Crash(step)
+
+    with mock.patch.object(Checkpointer, "save", save_then_die), pytest.raises(Crash):
+        run("gs://b/killed", ev, log_every=2)
+    stored = [json.loads(line)["step"] for line in
+              (bucket / "b" / "killed" / "metrics.jsonl").read_text().splitlines()]
+    run("gs://b/killed", ev, log_every=2)
+    run("gs://b/whole", ev, log_every=2)
+    lines = lambda name: [{k: v for k, v in json.loads(line).items() if "per_second" not in k}
+                          for line in (bucket / "b" / name / "metrics.jsonl").read_text()
+                          .splitlines()]
+    whole = lines("whole")
+    # every line up to the checkpoint at 20 was in the bucket when the run died
+    assert stored == [h["step"] for h in whole if h["step"] <= 20] and stored[-1] == 20
+    assert lines("killed") == whole and len(whole) == 18    # 15 even steps and 5, 15, 25

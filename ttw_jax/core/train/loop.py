@@ -151,15 +151,15 @@ def _train(state, best_params, meta, ckpt, config, workdir, writer, step_fn, eva
                 else:
                     meta["bad_evals"] += 1
                     meta["stopped"] = meta["bad_evals"] >= config.patience
-                save(step)
             writer.write(step, scalars)
-            if evaluate_now:
-                writer.flush()   # every point up to a checkpoint is on disk
             # Preemption is checked where the hosts sync, so that all of them agree on the step.
-            if _any_process(preempt.is_set()) and step < config.num_steps:
-                if not evaluate_now:
-                    save(step)
+            preempted = _any_process(preempt.is_set()) and step < config.num_steps
+            if evaluate_now or preempted:
+                # Every metric line up to a checkpoint is stored (copied to a remote workdir)
+                # before the checkpoint: a run killed in between resumes from the previous one.
                 writer.flush()
+                save(step)
+            if preempted:
                 if progress is not None:
                     progress.close()
                 ckpt.close()
