@@ -94,3 +94,36 @@ def test_a_dataset_built_from_other_files_is_refused_and_killed_builds_are_clean
     (maps_dir / "notes.txt").write_text("x")
     with pytest.raises(ValueError, match=r"notes.txt added; fidi_map.json changed"):
         ttw_language.prepare("synthetic_real_maps", str(tfds_dir), str(maps_dir))
+
+
+def test_the_fingerprint_is_by_content(tmp_path):
+    import os
+    import shutil
+
+    from ttw_jax.core import tfds as ttw_tfds
+    src = tmp_path / "m"
+    src.mkdir()
+    (src / "a.txt").write_text("hello")
+    (src / "b.txt").write_text("world")
+    first = ttw_tfds.source_fingerprint(str(src))
+    assert first["a.txt"][0] == 5 and first["a.txt"][3] == ttw_tfds.file_sha256(src / "a.txt")
+    # an edit that keeps the size and the modification time: found by its content
+    st = os.stat(src / "a.txt")
+    (src / "a.txt").write_text("HELLO")
+    os.utime(src / "a.txt", ns=(st.st_atime_ns, st.st_mtime_ns))
+    edited = ttw_tfds.source_fingerprint(str(src), first)
+    assert edited["a.txt"][:2] == first["a.txt"][:2]
+    assert ttw_tfds.fingerprint_changes(first, edited) == ["a.txt changed"]
+    # the same bytes with a new modification time (a copy): no change
+    copy = tmp_path / "copy"
+    shutil.copytree(src, copy)
+    os.utime(copy / "b.txt", ns=(1, 1))
+    again = ttw_tfds.source_fingerprint(str(copy), edited)
+    assert again["b.txt"][1] != edited["b.txt"][1]
+    assert ttw_tfds.fingerprint_changes(edited, again) == []
+    # a hash is reused (not read again) while the stat is the recorded one
+    stale = {k: v[:3] + ["0" * 64] for k, v in again.items()}
+    assert ttw_tfds.source_fingerprint(str(copy), stale)["a.txt"][3] == "0" * 64
+    # an older record of [size, mtime] is compared by size and modification time
+    legacy = {k: v[:2] for k, v in again.items()}
+    assert ttw_tfds.fingerprint_changes(legacy, again) == []

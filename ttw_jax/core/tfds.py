@@ -2,13 +2,17 @@
 its examples back without TensorFlow.
 
 A dataset built from manual downloads records the files it was built from (`SOURCES_FILE` in its
-version folder: each file's path under `manual_dir`, size and modification time); preparing it
-again from a `manual_dir` whose files differ is refused with the changed files named, so a fixed
-or replaced release never silently serves the old data. Folders a killed build left behind
-(`incomplete.*`) are removed before building.
+version folder: each file's path under `manual_dir`, size and SHA-256); preparing it again from a
+`manual_dir` whose files differ in content is refused with the changed files named, so a fixed or
+replaced release never silently serves the old data, while the same bytes with a new modification
+time (a copy, a re-download) are accepted. A file's hash is computed once and reused while its
+stat (size, modification and change times) is the one recorded beside it: an edit always moves
+the change time, even one that restores size and modification time. Folders a killed build left
+behind (`incomplete.*`) are removed before building.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 
@@ -43,37 +47,63 @@ def builder_config(builder_cls, config):
     return config
 
 
-def source_fingerprint(manual_dir: str) -> dict[str, list[int]]:
-    """{path under `manual_dir`: [size, mtime in ns]} of every file in it (hidden ones skipped;
-    `manual_dir` may be any `paths.resolve` path)."""
+def file_sha256(path: paths.PathLike, chunk: int = 1 << 22) -> str:
+    """Hex SHA-256 of a file's bytes (any `paths.resolve` path), read in 4 MiB chunks."""
+    h = hashlib.sha256()
+    with paths.resolve(path).open("rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _stats(manual_dir: str) -> dict[str, list[int]]:
+    """{path under `manual_dir`: [size, mtime ns, ctime ns]} (ctime 0 on a bucket), hidden files
+    and folders skipped."""
     root = paths.resolve(manual_dir)
+    out = {}
     if paths.is_uri(root):
-        out, bare = {}, os.fspath(root).split("://", 1)[1]   # walk yields scheme-less folders
+        bare = os.fspath(root).split("://", 1)[1]              # walk yields scheme-less folders
         for dirpath, dirnames, files in root.walk():        # buckets do not glob recursively
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
             sub = os.path.relpath(os.fspath(dirpath).split("://", 1)[-1], bare)
             for f in sorted(x for x in files if not x.startswith(".")):
                 rel = os.path.normpath(os.path.join(sub, f))
                 st = (root / rel).stat()
-                out[rel] = [st.length, int(st.mtime * 1e9)]
+                out[rel] = [st.length, int(st.mtime * 1e9), 0]
         return out
-    out = {}
     for dirpath, dirnames, files in os.walk(manual_dir):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for f in sorted(files):
-            if f.startswith("."):
-                continue
+        for f in sorted(x for x in files if not x.startswith(".")):
             path = os.path.join(dirpath, f)
             st = os.stat(path)
-            out[os.path.relpath(path, manual_dir)] = [st.st_size, st.st_mtime_ns]
+            out[os.path.relpath(path, manual_dir)] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    return out
+
+
+def source_fingerprint(manual_dir: str, previous: dict | None = None) -> dict[str, list]:
+    """{path under `manual_dir`: [size, mtime ns, ctime ns, sha256]} of every file in it (hidden
+    ones skipped; `manual_dir` may be any `paths.resolve` path). A file whose size and times are
+    those of its entry in `previous` (an earlier fingerprint) keeps that entry's hash unread."""
+    previous = previous or {}
+    out = {}
+    for rel, st in _stats(manual_dir).items():
+        old = previous.get(rel)
+        reuse = old is not None and len(old) == 4 and list(old[:3]) == st
+        out[rel] = st + [old[3] if reuse else file_sha256(paths.resolve(manual_dir) / rel)]
     return out
 
 
 def fingerprint_changes(old: dict, new: dict, limit: int = 5) -> list[str]:
-    """Human-readable differences between two `source_fingerprint`s (at most `limit`)."""
+    """Human-readable differences between two `source_fingerprint`s (at most `limit`): files
+    added, removed, or whose size or content differ. An entry of an older record without a hash
+    ([size, mtime]) is compared by size and modification time."""
+    def same(a, b):
+        if len(a) == 4 and len(b) == 4:
+            return a[0] == b[0] and a[3] == b[3]
+        return list(a[:2]) == list(b[:2])
     changes = ([f"{p} added" for p in sorted(set(new) - set(old))]
                + [f"{p} removed" for p in sorted(set(old) - set(new))]
-               + [f"{p} changed" for p in sorted(set(old) & set(new)) if old[p] != new[p]])
+               + [f"{p} changed" for p in sorted(set(old) & set(new)) if not same(old[p], new[p])])
     return changes[:limit] + ([f"... {len(changes) - limit} more"] if len(changes) > limit else [])
 
 
@@ -97,18 +127,21 @@ def _prepare(builder_cls, config, tfds_dir, manual_dir) -> None:
     builder = builder_cls(config=builder_config(builder_cls, config), data_dir=tfds_dir,
                           file_format="array_record")
     version_dir = paths.resolve(builder.data_dir)
-    sources = source_fingerprint(manual_dir) if manual_dir else None
+    recorded = version_dir / SOURCES_FILE
     if builder.is_prepared():
-        recorded = version_dir / SOURCES_FILE
-        if sources is not None and recorded.exists():
+        if manual_dir and recorded.exists():
             old = json.loads(recorded.read_text(encoding="utf-8"))
+            sources = source_fingerprint(manual_dir, old)
             changes = fingerprint_changes(old, sources)
             if changes:
                 raise ValueError(
                     f"{version_dir} was built from other files than {manual_dir} holds now "
                     f"({'; '.join(changes)}): delete that folder to rebuild it from them, or "
                     "choose another data.tfds_dir")
+            if sources != old:   # new times, same content: record them (hashes reused next time)
+                paths.write_text(recorded, json.dumps(sources))
         return
+    sources = source_fingerprint(manual_dir) if manual_dir else None
     parent = version_dir.parent
     if parent.is_dir():
         for leftover in parent.glob("incomplete.*"):
