@@ -1,6 +1,7 @@
 """The shared launcher: renamed config keys fail with their replacement (before any work), and
 `--config` finds an experiment's config files by name from any directory."""
 import os
+import signal
 import subprocess
 import sys
 
@@ -125,3 +126,28 @@ def test_reexec_with_allocator_restarts_the_process_once_with_the_tunable():
     out = subprocess.run([sys.executable, "-c", code], env=dict(env, TTW_JAX_HUGEPAGES="0"),
                          capture_output=True, text=True, check=True, cwd=ROOT).stdout.splitlines()
     assert out == ["start ", "ran []"]
+
+
+STOPPED_OUTSIDE_TRAINING = r"""
+import sys, time
+from experiments.ttw_landmarks.configs import default
+from ttw_jax.core.train.launch import launch
+
+def train_and_evaluate(config, workdir):
+    print("preparing", flush=True)
+    time.sleep(60)          # data preparation or the final evaluation; SIGTERM arrives here
+    print("finished", flush=True)
+
+launch(train_and_evaluate, default)
+"""
+
+
+def test_sigterm_outside_training_stops_the_launcher_with_status_0(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", STOPPED_OUTSIDE_TRAINING,
+                             f"--workdir={tmp_path}"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "preparing"
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "finished" not in out
+    assert "SIGTERM outside training" in err

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import types
 from typing import Callable, Mapping, Sequence
@@ -10,6 +11,7 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from ttw_jax.core import paths
+from ttw_jax.core.train.loop import Preempted
 
 
 def renamed_flag_errors(argv: Sequence[str], renamed: Mapping[str, str]) -> list[str]:
@@ -158,6 +160,12 @@ def distributed_args(coordinator_address: str | None, num_processes: int | None,
             "process_id": pid}
 
 
+def _stop_outside_training(signum, frame):
+    logging.warning("SIGTERM outside training (data preparation or evaluation): stopping; rerun "
+                    "the same command to resume")
+    raise Preempted(0)
+
+
 def launch(train_and_evaluate: Callable[..., dict], default_config: types.ModuleType) -> None:
     """Defines the flags and runs `train_and_evaluate(config, workdir)` under `absl.app`.
 
@@ -215,6 +223,10 @@ def launch(train_and_evaluate: Callable[..., dict], default_config: types.Module
             jax.distributed.initialize(**kwargs)
         logging.info("JAX process %d/%d, devices: %s", jax.process_index(), jax.process_count(),
                      jax.devices())
+        # A preemption outside `fit` (data preparation, the final evaluation) stops the run with
+        # status 0 too: what it leaves (a killed TFDS build, checkpoints without results) is
+        # cleaned up or resumed by the same command. `fit` handles SIGTERM itself meanwhile.
+        signal.signal(signal.SIGTERM, _stop_outside_training)
         train_and_evaluate(flags.FLAGS.config, paths.resolve(flags.FLAGS.workdir))
 
     app.run(main)
