@@ -52,11 +52,20 @@ def load_data(config: ml_collections.ConfigDict) -> dict[str, maps.Windows]:
     return maps.load_windows(config.data.maps_dir or None, config.data.synthetic_seed, names)
 
 
+MAX_ENUMERATION_BYTES = 16 * 2**30   # host memory the enumerated walks of all splits may take
+
+
 def check_config(config: ml_collections.ConfigDict) -> None:
     """Fails before any work on a value the trainer does not know."""
     m, d = config.model, config.data
     if config.T < 0:
         raise ValueError(f"T (the tourist's moves) must be >= 0, got {config.T}")
+    rows, nbytes = walks.enumeration_size(config.T, d.orientation_aware)
+    if nbytes > MAX_ENUMERATION_BYTES:
+        raise ValueError(f"T={config.T}: evaluation enumerates every walk of every window, up to "
+                         f"{rows:,} walks (about {nbytes / 2**30:,.0f} GiB of host memory, over "
+                         f"the {MAX_ENUMERATION_BYTES / 2**30:.0f} GiB this trainer allows); "
+                         "the paper uses T <= 3")
     for value, allowed, key in ((m.name, MODELS, "model.name"),
                                 (m.comm, ("continuous", "discrete"), "model.comm"),
                                 (m.init, INITS, "model.init"),

@@ -41,10 +41,17 @@ def test_discrete_no_masc_config_trains(tmp_path):
                                              ({"optim__schedule": "step"}, "optim.schedule"),
                                              ({"data__label": "middle"}, "data.label"),
                                              ({"T": -1}, r"T \(the tourist's moves\)"),
-                                             ({"batch_size": 0}, "batch size must be")])
+                                             ({"T": 9}, r"T=9: evaluation enumerates every walk "
+                                                        r"of every window, up to 381,681,664 "
+                                                        r"walks \(about 164 GiB"),
+                                             ({"batch_size": 0}, r"batch_size=0 \(needs an "
+                                                                 r"integer >= 1\)"),
+                                             ({"eval_every": 0}, "eval_every=0"),
+                                             ({"num_steps": -5}, "num_steps=-5")])
 def test_bad_config_values_are_rejected(tmp_path, override, field):
-    with pytest.raises(ValueError, match=field):
+    with pytest.raises(ValueError, match=field) as e:
         EMERGENT.train.train_and_evaluate(EMERGENT.config("", **override), str(tmp_path))
+    assert "\n" not in str(e.value) and not os.listdir(tmp_path)   # one line, nothing written
 
 
 def test_epoch_sampler_visits_every_walk_once_per_epoch():

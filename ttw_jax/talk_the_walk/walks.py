@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ttw_jax.core.env import batched
-from ttw_jax.talk_the_walk import env as grid
+from ttw_jax.talk_the_walk import env as grid, maps
 
 LABELS = ("final", "start")
 
@@ -77,6 +77,20 @@ def _template(nx: int, ny: int) -> np.ndarray:
     """A (1, X, Y, 1) window whose corner (x, y) holds the id `EMPTY_ID + 1 + x * Y + y`."""
     ids = grid.EMPTY_ID + 1 + np.arange(nx * ny, dtype=np.int32).reshape(1, nx, ny, 1)
     return ids
+
+
+def enumeration_size(T: int, orientation_aware: bool = False,
+                     num_windows: int | None = None, k: int = 4) -> tuple[int, int]:
+    """(walks, bytes) `enumerate_walks` would make for `num_windows` windows (default: every
+    window of every neighbourhood) of at most `k` landmarks per corner: one row per window, start
+    corner (and orientation, aware) and action sequence, holding its observations, actions and
+    window (int32)."""
+    if num_windows is None:
+        num_windows = sum((bx + 1) * (by + 1) for bx, by in maps.BOUNDARIES.values())
+    starts = maps.WINDOW ** 2 * (4 if orientation_aware else 1)
+    rows = num_windows * starts * len(action_set(orientation_aware)) ** T
+    per_row = 4 * ((T + 1) * k + T + maps.WINDOW ** 2 * k + 2)
+    return rows, rows * per_row
 
 
 def enumerate_walks(table: np.ndarray, T: int, label: str = "final",

@@ -31,7 +31,7 @@ from ttw_jax.core import paths
 from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.core.train.logging import MetricWriter
 from ttw_jax.core.train.loop import fit
-from ttw_jax.core.train.workdir import check_workdir_config, write_results
+from ttw_jax.core.train.workdir import check_common, check_workdir_config, write_results
 
 INIT, STEPS, EVAL = 0, 1, 2
 SCHEDULES = ("constant", "cosine")
@@ -127,6 +127,9 @@ class Run:
         differs outside `resumable`), builds the mesh and checks that every batch size
         (default: `config.batch_size`) splits over it. `workdir` may be any `paths.resolve`
         path (local, `file://`, `gs://`); `Run.workdir` is the resolved `epath.Path`."""
+        if "optim" in config:     # a bad schedule fails here, before anything is written
+            make_optimizer(config.optim, max(1, int(config.get("num_steps", 1) or 1)))
+        check_common(config)
         workdir = paths.resolve(workdir)
         workdir.mkdir(parents=True, exist_ok=True)
         check_workdir_config(config, workdir, resumable)
