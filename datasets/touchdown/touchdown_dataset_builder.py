@@ -34,10 +34,10 @@ from ttw_jax.touchdown import records as tr
 from ttw_jax.touchdown.graph import synthetic_street_grid
 from ttw_jax.touchdown.sdr.synthetic import iter_synthetic_sdr_examples
 from ttw_jax.touchdown.synthetic import synthetic_records
+from ttw_jax.touchdown.validate import RECORD_FILES
 
 # split name -> file name in the manual directory
-MANUAL_FILES = {"train": "train.json", "dev": "dev.json", "test": "test.json",
-                "dev_sample": "touchdown_unseen_dev_sample.json"}
+MANUAL_FILES = RECORD_FILES
 TASKS = ("navigation", "sdr")
 
 
