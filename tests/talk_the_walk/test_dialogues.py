@@ -205,7 +205,7 @@ def broken(**changes):
 
 DELETE = object()
 BAD = [
-    (dict(**{"dialog[3].text": 5}), re.escape("field 'dialog[3].text': expected a string, got 5")),
+    (dict(**{"dialog[3].text": 5}), re.escape("field 'dialog[3].text': expected a string (UTF-8), got 5")),
     (dict(neighborhood="mars"), "field 'neighborhood': unknown neighbourhood 'mars'"),
     (dict(neighborhood=3), "field 'neighborhood': expected a string"),
     (dict(boundaries=[2, 4, 6, 8]), "field 'boundaries': expected a 4x4-corner window"),

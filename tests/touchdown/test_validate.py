@@ -39,8 +39,8 @@ def test_every_planted_damage_is_named(tmp_path):
     gone.unlink()
     dev = manual / "dev.json"
     lines = dev.read_text().splitlines()
-    lines[0] = lines[0].replace('"route_id": ', '"route_id": "x', 1).replace(', "navigation_text"',
-                                                                            '", "navigation_text"', 1)
+    lines[0] = lines[0].replace('"route_id": ', '"route_id": "x', 1).replace(
+        ', "navigation_text"', '", "navigation_text"', 1)
     dev.write_text("\n".join(lines) + "\n")
     problems, _ = validate.validate_release(str(manual))
     text = "\n".join(problems)
@@ -83,6 +83,7 @@ def test_routes_are_checked_against_the_graph(tmp_path):
     (graph / "links.txt").write_text("")
     problems, _ = validate.validate_release(str(manual), str(graph), sdr=False)
     assert problems[0].startswith(f"{graph / 'links.txt'}: no rows")
-    os.remove(manual / "train.json"), os.remove(manual / "dev.json"), os.remove(manual / "test.json")
+    for name in ("train.json", "dev.json", "test.json"):
+        os.remove(manual / name)
     problems, _ = validate.validate_release(str(manual))
     assert "no record file (expected any of train.json" in problems[0]

@@ -59,7 +59,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ttw_jax.core.records import (Fields, RecordFormatError, is_int, is_number, list_of,
+from ttw_jax.core.records import (Fields, RecordFormatError, is_int, is_number, is_string, list_of,
                                   read_json_list, shown)
 
 SOURCE_HINT = ("ArraMon instances are in the official release, github.com/hyounghk/ArraMon, "
@@ -281,7 +281,7 @@ def validate_instance(inst: Any, where: str) -> Mapping:
         _check_phase(f, phase)
     for field in ("instructions.navi_inst_gt", "instructions.assem_inst_gt"):
         for t, text in enumerate(_turns(f, field)):
-            if not isinstance(text, str) or not text.strip():
+            if not is_string(text) or not text.strip():
                 raise f.bad(f"{field}[{t}]", "a non-empty string", text)
     if "world" in inst:
         _check_world(f)

@@ -103,6 +103,8 @@ def read_jsonl(path: str, error: ErrorType = RecordFormatError, hint: str = ""
             rec = json.loads(line)
         except json.JSONDecodeError as e:
             raise error(f"{where}: invalid JSON at column {e.colno}: {e.msg}") from None
+        except RecursionError:
+            raise error(f"{where}: JSON nested too deeply to read") from None
         if not isinstance(rec, dict):
             raise error(f"{where}: expected a JSON object, got {type(rec).__name__}")
         yield where, line_no, rec
@@ -116,6 +118,8 @@ def read_json(path: str, error: ErrorType = RecordFormatError, hint: str = "") -
     except json.JSONDecodeError as e:
         raise error(f"{path}: invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}"
                     ) from None
+    except RecursionError:
+        raise error(f"{path}: JSON nested too deeply to read") from None
 
 
 def read_json_list(path: str, items: str, error: ErrorType = RecordFormatError,
@@ -130,6 +134,9 @@ def read_json_list(path: str, items: str, error: ErrorType = RecordFormatError,
 
 # ----------------------------------------------------------------------------- values and fields
 
+INT32_MAX = 2**31 - 1
+
+
 def is_int(v: Any) -> bool:
     """A Python or numpy integer, not a bool."""
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
@@ -141,11 +148,19 @@ def is_number(v: Any) -> bool:
 
 
 def is_string(v: Any) -> bool:
-    return isinstance(v, str)
+    """A str that encodes to UTF-8 (a JSON `\\ud800` escape gives a lone surrogate, which does
+    not, and would fail later wherever the text is written or tokenized)."""
+    if not isinstance(v, str):
+        return False
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def is_nonempty_string(v: Any) -> bool:
-    return isinstance(v, str) and v != ""
+    return is_string(v) and v != ""
 
 
 def is_file_stem(v: Any) -> bool:
@@ -203,10 +218,15 @@ class Fields:
             raise self.bad(name, what, value)
         return value
 
-    def int(self, name: str, minimum: int | None = None) -> int:
+    def int(self, name: str, minimum: int | None = None, maximum: int = INT32_MAX) -> int:
+        """An integer >= `minimum` (if given) and <= `maximum`: ids are stored as int32, so an
+        id beyond its range is named here rather than overflowing later."""
         what = "an integer" if minimum is None else f"an integer >= {minimum}"
-        return int(self.get(name, lambda v: is_int(v) and (minimum is None or v >= minimum),
-                            what))
+        value = int(self.get(name, lambda v: is_int(v) and (minimum is None or v >= minimum),
+                             what))
+        if not -INT32_MAX - 1 <= value <= maximum:
+            raise self.fail(name, f"{value} is out of range (at most {maximum}, stored as int32)")
+        return value
 
     def number(self, name: str, what: str = "a finite number") -> float:
         return float(self.get(name, is_number, what))

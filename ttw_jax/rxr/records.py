@@ -503,7 +503,7 @@ def _timed_words(rec, where: str) -> tuple[list[str], np.ndarray, np.ndarray]:
         raise f.bad(name, "a list of {word, start_time, end_time}", raw)
     words, times = [], []
     for j, item in enumerate(raw):
-        if not isinstance(item, dict) or not isinstance(item.get("word"), str):
+        if not isinstance(item, dict) or not core.is_string(item.get("word")):
             raise f.bad(f"{name}[{j}].word", "a string", item)
         words.append(item["word"])
         for key in ("start_time", "end_time"):

@@ -6,8 +6,8 @@
 * every record file of `RECORD_FILES` present (navigation and SDR fields); with the graph, every
   route panorama known and every consecutive pair linked;
 * every SDR feature map `features/<panoid>.npy`: the header, the bytes it announces, the shape
-  most maps have (or `feature_shape`), and (unless `bodies=False`) the whole body, finite; the panoramas the records' views
-  name that have no file.
+  most maps have (or `feature_shape`), and (unless `bodies=False`) the whole body, finite; the
+  panoramas the records' views name that have no file.
 
 Unlike a run, which stops at the first bad file, it reports one line per bad file (file, then
 line or field) and goes on.

@@ -33,7 +33,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ttw_jax.core.records import (Fields, RecordFormatError, is_int, is_number, list_of,
+from ttw_jax.core.records import (Fields, RecordFormatError, is_int, is_number, is_string, list_of,
                                   read_json_list)
 from ttw_jax.core.vocab import Vocabulary, tokenize
 from ttw_jax.talk_the_walk import env as grid, maps
@@ -137,8 +137,8 @@ def validate_dialogue(ep, path: str, index: int) -> None:
         if act["id"] not in SPEAKERS:
             raise check.fail(f"{field}.id", f"expected one of {SPEAKERS}, got {act['id']!r}")
         text = act["text"]
-        if not isinstance(text, str):
-            raise check.fail(f"{field}.text", f"expected a string, got {text!r}")
+        if not is_string(text):
+            raise check.fail(f"{field}.text", f"expected a string (UTF-8), got {text!r}")
         if text.startswith("ACTION:"):
             if text not in ACTIONS:
                 raise check.fail(f"{field}.text", f"unknown action {text!r}; known: {ACTIONS}")
