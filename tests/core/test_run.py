@@ -81,12 +81,14 @@ def test_sizing_keys_are_checked_before_the_config_is_recorded(tmp_path):
     from ttw_jax.core.train.workdir import check_workdir_config
     c = ml_collections.ConfigDict({"batch_size": 0, "num_steps": -1, "eval_every": 5,
                                    "guide": {"log_every": 0, "num_steps": 0},
-                                   "eval": {"batch_size": True}})
+                                   "eval": {"batch_size": True},
+                                   "model": {"features": 0, "hidden": 8, "name": "x"}})
     with pytest.raises(ValueError) as e:
         check_workdir_config(c, tmp_path / "run")
     msg = str(e.value)
     assert "\n" not in msg
-    for key in ("batch_size=0", "num_steps=-1", "guide.log_every=0", "eval.batch_size=True"):
+    for key in ("batch_size=0", "num_steps=-1", "guide.log_every=0", "eval.batch_size=True",
+                "model.features=0"):
         assert key in msg
     assert "guide.num_steps" not in msg and not (tmp_path / "run" / "config.json").exists()
 

@@ -27,15 +27,21 @@ def write_json(path: paths.PathLike, obj, **kw) -> None:
 # Config leaves (by their last name, at any depth) every trainer needs positive, or >= 0.
 POSITIVE_KEYS = ("batch_size", "eval_every", "log_every", "sdr_batch_size")
 NON_NEGATIVE_KEYS = ("num_steps", "num_epochs")
+# Sizes of a model (`model.<name>`) that must be positive.
+MODEL_SIZE_KEYS = ("features", "hidden", "embed_dim", "action_dim", "conv_features", "text_hidden",
+                   "channels", "mlp_hidden", "text_embed", "kernel", "stride", "levels")
 
 
 def check_common(config: ml_collections.ConfigDict) -> None:
     """One ValueError naming every sizing key out of range: a `batch_size` / `eval_every` /
-    `log_every` (any section) below 1, a `num_steps` / `num_epochs` below 0."""
+    `log_every` (any section) or a model size (`model.hidden`, ...) below 1, a `num_steps` /
+    `num_epochs` below 0."""
     bad = []
     for key, value in flatten(config.to_dict()).items():
         name = key.rsplit(".", 1)[-1]
-        low = 1 if name in POSITIVE_KEYS else 0 if name in NON_NEGATIVE_KEYS else None
+        positive = name in POSITIVE_KEYS or (key.startswith("model.") and name in MODEL_SIZE_KEYS
+                                             and not isinstance(value, str))
+        low = 1 if positive else 0 if name in NON_NEGATIVE_KEYS else None
         if low is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
             bad.append(f"{key}={value!r} (needs an integer >= {low})")
     if bad:
