@@ -31,7 +31,7 @@ from ttw_jax.core.train.run import (EVAL, INIT, Run, check_eval, make_optimizer,
 from ttw_jax.core.vocab import Vocabulary
 from ttw_jax.rxr import (dataset as rxr_data, episodes as rxr_episodes, evaluation as r2r_eval,
                          house, predictions, view_features, views)
-from ttw_jax.rxr.graph import SOURCE_HINT, geodesic_table, load_matterport_graph
+from ttw_jax.rxr.graph import SOURCE_HINT, geodesic_table, list_scans, load_matterport_graph
 from ttw_jax.rxr.losses import mixed_loss
 from ttw_jax.rxr.records import ANNOTATORS
 from ttw_jax.rxr.rcm import RCMAgent, rcm_policy
@@ -169,10 +169,6 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
     records[d.train_split] = train_records
     all_splits = sorted(records)
     scans = sorted({r["scan"] for s in all_splits for r in records[s]})
-    graph, nodes, scan_of = load_matterport_graph(d.connectivity_dir, scans)
-    vocab = Vocabulary.load_or_build(
-        paths.resolve(workdir) / "vocab.json", (r["instruction"] for r in train_records),
-        save=jax.process_index() == 0)
     languages = sorted({r["language"] for s in all_splits for r in records[s]})
     # 0: as long as the longest reference path of the loaded splits
     max_path = d.max_path if d.max_path > 0 else max(len(r["path"]) for s in all_splits
@@ -186,6 +182,17 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
             return rxr_data.record_location(d.multitask if second else d.tfds_config, base, rec,
                                             (d.multitask_dir if second else manual) or None)
         return where
+    known = set(list_scans(d.connectivity_dir))
+    for s in all_splits:     # a scan without a graph is named by its record, not the graph file
+        rec = next((r for r in records[s] if r["scan"] not in known), None)
+        if rec is not None:
+            raise ValueError(f"{locate(s)(rec)}: field 'scan': {rec['scan']!r} has no "
+                             f"connectivity file in {d.connectivity_dir} (expected "
+                             f"{rec['scan']}_connectivity.json)")
+    graph, nodes, scan_of = load_matterport_graph(d.connectivity_dir, scans)
+    vocab = Vocabulary.load_or_build(
+        paths.resolve(workdir) / "vocab.json", (r["instruction"] for r in train_records),
+        save=jax.process_index() == 0)
     episodes = {s: rxr_episodes.episodes(
         records[s], nodes, graph, vocab, languages, d.max_tokens, max_path, d.text_features,
         locate=locate(s), read_text_features=readers.get(s))

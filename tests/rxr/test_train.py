@@ -73,3 +73,13 @@ def test_baselines_mode_replays_the_reference_paths_and_trains_nothing(tfds_dir,
     split = res["val_unseen"]
     assert split["gold"]["ne"] == 0 and split["gold"]["sr"] == split["gold"]["ndtw"] == 1
     assert "sr_std" in split["random_walk"] and split["first_step"]["sr_std"] == 0
+
+
+def test_a_scan_without_a_graph_is_named_by_its_record(tfds_dir, tmp_path, monkeypatch):
+    """Records whose scan has no connectivity file: the error names the record (file and line or
+    entry, and the field), not the missing graph file."""
+    monkeypatch.setattr(RXR.train, "list_scans", lambda d: [])
+    with pytest.raises(ValueError, match=r"field 'scan': '\w+' has no connectivity file in .* "
+                                         r"\(expected \w+_connectivity.json\)") as e:
+        RXR.train.train_and_evaluate(RXR.config(tfds_dir), str(tmp_path))
+    assert str(e.value).index("field 'scan'") > 0    # a location comes first
