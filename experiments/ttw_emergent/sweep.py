@@ -80,7 +80,7 @@ def _columns(res: dict) -> dict[str, float]:
     for split in maps.SPLITS:
         if "full_task" in res[split]:
             cols[f"{split} full task"] = res[split]["full_task"]["success_rate"]
-            cols[f"{split} full-task steps"] = res[split]["full_task"]["mean_steps"]
+            cols[f"{split} full-task steps"] = res[split]["full_task"]["mean_steps_ended"]
     return cols
 
 

@@ -20,7 +20,7 @@ def fake_result(config, acc, sampled=None, success=0.5, full_task_splits=("test"
         if sampled is not None:
             res[split].update(accuracy_greedy_messages=acc, accuracy_sampled_messages=sampled)
     for split in full_task_splits:
-        res[split]["full_task"] = {"success_rate": success, "mean_steps": 30.0 + config.T}
+        res[split]["full_task"] = {"success_rate": success, "mean_steps_ended": 30.0 + config.T}
     return res
 
 

@@ -127,8 +127,9 @@ class Run:
         differs outside `resumable`), builds the mesh and checks that every batch size
         (default: `config.batch_size`) splits over it. `workdir` may be any `paths.resolve`
         path (local, `file://`, `gs://`); `Run.workdir` is the resolved `epath.Path`."""
-        if "optim" in config:     # a bad schedule fails here, before anything is written
-            make_optimizer(config.optim, max(1, int(config.get("num_steps", 1) or 1)))
+        schedule = config.get("optim", {}).get("schedule")
+        if schedule is not None and schedule not in SCHEDULES:   # before anything is written
+            raise ValueError(f"optim.schedule must be one of {SCHEDULES}, got {schedule!r}")
         check_common(config)
         workdir = paths.resolve(workdir)
         workdir.mkdir(parents=True, exist_ok=True)
