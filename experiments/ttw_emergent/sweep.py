@@ -122,7 +122,7 @@ def to_markdown(summary: dict, runs: dict, num_seeds: int, bounds: dict | None =
                            ("upper_bound_no_actions", "Bayes upper bound, without actions")):
             lines.append(f"| {prefix}{label} | "
                          + " | ".join(f"{res[s][key]:.4f}" for s in maps.SPLITS)
-                         + " |" * (2 * len(ft) + 1))
+                         + " |" * (2 * len(ft) + 2))
     return "\n".join(lines)
 
 
