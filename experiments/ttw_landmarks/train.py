@@ -137,8 +137,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     check_eval(config, SELECT_METRICS)
     if config.model.name not in MODELS:
         raise ValueError(f"model.name must be one of {MODELS}, got {config.model.name!r}")
-    if config.batch_size < 1 or config.num_epochs < 1:
-        raise ValueError("need batch_size >= 1 and num_epochs >= 1")
+    if config.num_epochs < 1:         # batch_size: Run.start's common checks
+        raise ValueError(f"need num_epochs >= 1, got {config.num_epochs}")
     if not 0.0 < config.valid_fraction < 1.0:
         raise ValueError(f"valid_fraction must be in (0, 1), got {config.valid_fraction}")
     feature_kinds(config)
@@ -176,10 +176,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     eval_step = jax.jit(loss_fn)
 
     def batch_means(rows_list, step):
-        """Means over batches, weighted by batch size, of loss and the weighted scores."""
+        """Means over batches, weighted by batch size, of loss and the weighted scores;
+        step(i, rows) -> (loss, logits) of the i-th batch."""
         total = dict.fromkeys(SCORES, 0.0)
-        for rows in rows_list:
-            loss, logits = step(rows)
+        for i, rows in enumerate(rows_list):
+            loss, logits = step(i, rows)
             s = _scores(np.asarray(logits), labels[rows])
             for k in SCORES:
                 total[k] += len(rows) * (float(loss) if k == "loss" else s[k])
@@ -195,21 +196,22 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     best, best_params, best_epoch, best_row, history = -np.inf, params, 0, None, []
     state = {"params": params, "opt": opt_state}
 
-    def train_batch(rows):
+    on_device = lambda rows: (take(rows), jnp.asarray(labels[rows]), jnp.asarray(weights[rows]))
+
+    def train_batch(i, rows):
         state["params"], state["opt"], loss, logits = train_step(
-            state["params"], state["opt"], take(rows), jnp.asarray(labels[rows]),
-            jnp.asarray(weights[rows]))
+            state["params"], state["opt"], *on_device(rows))
         return loss, logits
 
-    def valid_batch(rows):
-        return eval_step(state["params"], take(rows), jnp.asarray(labels[rows]),
-                         jnp.asarray(weights[rows]))
+    valid_rows = batches(idx["valid"])                 # the same batches every epoch
+    valid_inputs = [on_device(rows) for rows in valid_rows]
+    valid_batch = lambda i, rows: eval_step(state["params"], *valid_inputs[i])
 
     for epoch in range(1, config.num_epochs + 1):
         order = np.asarray(jax.random.permutation(jax.random.fold_in(shuffle_key, epoch),
                                                   idx["train"]))
         train = batch_means(batches(order), train_batch)
-        valid = batch_means(batches(idx["valid"]), valid_batch)
+        valid = batch_means(valid_rows, valid_batch)
         record = {"step": epoch, **{f"train/{k}": v for k, v in train.items()},
                   **{f"valid/{k}": v for k, v in valid.items()}}
         history.append(record)

@@ -23,7 +23,6 @@ from ttw_jax.core.records import (RecordFormatError, is_nonempty_string, is_numb
 
 SOURCE_HINT = ("Matterport3D connectivity graphs are in the Matterport3DSimulator repository "
                "(github.com/peteanderson80/Matterport3DSimulator, `connectivity/`); see BUILD.md.")
-_FIELDS = ("image_id", "pose", "included", "unobstructed")
 
 
 class ConnectivityFormatError(RecordFormatError):

@@ -219,16 +219,25 @@ def step_masks(path: Sequence[str], panos: Sequence[str], times, extrinsic, word
     return step_words, step_views
 
 
+def _member(data, key: str, path: str) -> np.ndarray | None:
+    """Array `key` of an open `.npz`; None when it holds Python objects (they would need pickle,
+    which is refused). A damaged member is a PoseTraceError naming the file and the key."""
+    with core.damaged(f"{path}: key '{key}'", PoseTraceError):
+        try:
+            return data[key]
+        except ValueError as e:
+            if "pickle" not in str(e):
+                raise
+            return None
+
+
 def _trace_array(data, key: str, path: str, dtype_kind: str) -> np.ndarray:
     if key not in data:
         raise PoseTraceError(f"{path}: missing key '{key}'")
-    with core.damaged(f"{path}: key '{key}'", PoseTraceError):
-        try:
-            arr = data[key]
-        except ValueError as e:   # object arrays need pickle, which is refused
-            if "pickle" not in str(e):
-                raise
-            raise PoseTraceError(f"{path}: key '{key}' is not a plain array ({e})") from None
+    arr = _member(data, key, path)
+    if arr is None:
+        raise PoseTraceError(f"{path}: key '{key}' is not a plain array (an object array would "
+                             "need pickle, which is refused)")
     if arr.dtype.kind not in dtype_kind:
         raise PoseTraceError(f"{path}: key '{key}' has dtype {arr.dtype}")
     return arr
@@ -367,15 +376,8 @@ def load_text_features(path: str) -> np.ndarray:
     if hasattr(data, "files"):
         with data:
             arr = _trace_array(data, "features", path, "fiu")
-            tokens = None
-            if "tokens" in data.files:
-                with core.damaged(f"{path}: key 'tokens'", PoseTraceError):
-                    try:
-                        tokens = data["tokens"]
-                    except ValueError as e:   # an object array (needs pickle): not needed
-                        if "pickle" not in str(e):
-                            raise
-                        tokens = None
+            # tokens stored as Python objects are not needed: skipped
+            tokens = _member(data, "tokens", path) if "tokens" in data.files else None
             if tokens is not None:
                 if len(tokens) != len(arr):
                     raise PoseTraceError(f"{path}: key 'tokens' has {len(tokens)} rows, "
@@ -396,14 +398,9 @@ def load_text_tokens(path: str) -> list[str]:
     """The subword tokens of a release text-feature `.npz` (`tokens` [m] or [m, 1]); [] when the
     file has none or stores them as Python objects (which would need pickle)."""
     with core.damaged(path, PoseTraceError), np.load(path, allow_pickle=False) as data:
-        if "tokens" not in data.files:
-            return []
-        try:
-            tokens = data["tokens"]
-        except ValueError as e:   # an object array (needs pickle)
-            if "pickle" not in str(e):
-                raise
-            return []
+        tokens = _member(data, "tokens", path) if "tokens" in data.files else None
+    if tokens is None:
+        return []
     return [t.decode() if isinstance(t, bytes) else str(t) for t in tokens.reshape(-1).tolist()]
 
 

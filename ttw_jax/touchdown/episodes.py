@@ -40,11 +40,12 @@ def episodes(records: Sequence[dict], nodes: NodeTable, reference: TouchdownRefe
             at = f"{locate(rec)}: " if locate else ""
             raise ValueError(f"{at}route_id {rec['route_id']}: route of {len(ids)} panoramas exceeds "
                              f"data.max_route={max_route}; raise it (SED compares whole routes)")
-        for a, b in zip(rec["route_panoids"], rec["route_panoids"][1:]):
-            if all(end != b for _, end in reference.out[a]):
-                at = f"{locate(rec)}: " if locate else ""
-                raise ValueError(f"{at}route_id {rec['route_id']}: field 'route_panoids': "
-                                 f"consecutive panoramas {a} -> {b} are not linked in links.txt")
+        gap = reference.unlinked_step(rec["route_panoids"])
+        if gap:
+            at = f"{locate(rec)}: " if locate else ""
+            raise ValueError(f"{at}route_id {rec['route_id']}: field 'route_panoids': "
+                             f"consecutive panoramas {gap[0]} -> {gap[1]} are not linked in "
+                             "links.txt")
         route[i, :len(ids)] = ids
         route_len[i] = len(ids)
         heading[i] = round(rec["start_heading"]) % 360

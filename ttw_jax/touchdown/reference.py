@@ -18,6 +18,13 @@ class TouchdownReference:
         for start, heading, end in links:
             self.out[start].append((heading % 360, end))
 
+    def unlinked_step(self, route: Sequence[str]) -> tuple[str, str] | None:
+        """The first two consecutive panoramas of `route` that no link joins (None if none)."""
+        for a, b in zip(route, route[1:]):
+            if all(end != b for _, end in self.out.get(a, ())):
+                return a, b
+        return None
+
     def closest_heading(self, pano: str, heading: int) -> int:
         """Out-edge heading of `pano` closest to `heading` (`heading` itself if it has none)."""
         best = (None, heading)

@@ -18,11 +18,12 @@ import os
 from collections import Counter
 from typing import Sequence
 
-import numpy as np
 
-from ttw_jax.core.records import RecordFormatError, check_npy_size, damaged
+from ttw_jax.core.records import RecordFormatError, check_npy_size
 from ttw_jax.touchdown import records as tr
 from ttw_jax.touchdown.graph import read_graph_files
+from ttw_jax.touchdown.reference import TouchdownReference
+from ttw_jax.touchdown.sdr.stream import read_feature_map
 
 # split -> record file name in the release's data folder
 RECORD_FILES = {"train": "train.json", "dev": "dev.json", "test": "test.json",
@@ -30,54 +31,34 @@ RECORD_FILES = {"train": "train.json", "dev": "dev.json", "test": "test.json",
 ERRORS = (RecordFormatError, ValueError, OSError)
 
 
-def _linked(links) -> dict[str, set[str]]:
-    out: dict[str, set[str]] = {}
-    for a, _, b in links:
-        out.setdefault(a, set()).add(b)
-    return out
-
-
-def check_routes(path: str, records: Sequence[dict], nodes: set[str],
-                 out: dict[str, set[str]]) -> str | None:
+def check_routes(path: str, records: Sequence[dict], node_index: dict[str, int],
+                 reference: TouchdownReference) -> str | None:
     """The first route problem of a record file against the graph: a panorama not in
-    `nodes.txt` or two consecutive panoramas no link joins (None when there is none)."""
+    `nodes.txt` (`records.check_panoids`) or two consecutive panoramas no link joins (None when
+    there is none)."""
+    try:
+        tr.check_panoids(records, node_index, path)
+    except RecordFormatError as e:
+        return str(e)
     for rec in records:
-        route = rec["route_panoids"]
-        unknown = [p for p in route if p not in nodes]
-        if unknown:
-            return (f"{path}: route_id {rec['route_id']}: field 'route_panoids': panoid "
-                    f"{unknown[0]!r} not in the graph")
-        for a, b in zip(route, route[1:]):
-            if b not in out.get(a, ()):
-                return (f"{path}: route_id {rec['route_id']}: field 'route_panoids': consecutive "
-                        f"panoramas {a} -> {b} are not linked")
+        gap = reference.unlinked_step(rec["route_panoids"])
+        if gap:
+            return (f"{path}: route_id {rec['route_id']}: field 'route_panoids': consecutive "
+                    f"panoramas {gap[0]} -> {gap[1]} are not linked")
     return None
 
 
-def check_feature_file(path: str, shape: tuple | None, bodies: bool = True) -> tuple:
-    """The shape of one `<panoid>.npy` feature map after checking it (ValueError naming it)."""
-    got, dtype = check_npy_size(path, ValueError)
+def check_feature_file(path: str, header: tuple, shape: tuple | None, bodies: bool = True) -> None:
+    """Checks one `<panoid>.npy` feature map whose (shape, dtype) `header` was read
+    (`check_npy_size`): the shape of the others, a numeric dtype and, with `bodies`, the whole
+    body (ValueError naming the file)."""
+    got, dtype = header
     if shape is not None and got != tuple(shape):
         raise ValueError(f"{path}: shape {got}, expected {tuple(shape)} (like the other maps)")
     if dtype.kind not in "fiu":
         raise ValueError(f"{path}: dtype {dtype}, expected float (float16)")
     if bodies:
-        with damaged(path, ValueError):
-            x = np.load(path, allow_pickle=False)
-        if not np.isfinite(x).all():
-            raise ValueError(f"{path}: non-finite values (NaN or inf) in the feature map")
-    return got
-
-
-def _common_shape(feature_dir: str, names: Sequence[str]) -> tuple | None:
-    """The shape most feature maps' headers announce (the reference for the others)."""
-    shapes = Counter()
-    for f in names:
-        try:
-            shapes[check_npy_size(os.path.join(feature_dir, f), ValueError)[0]] += 1
-        except ERRORS:
-            continue
-    return shapes.most_common(1)[0][0] if shapes else None
+        read_feature_map(path, got)
 
 
 def validate_release(manual_dir: str, graph_dir: str | None = None, bodies: bool = True,
@@ -90,7 +71,7 @@ def validate_release(manual_dir: str, graph_dir: str | None = None, bodies: bool
         checked += 2
         try:
             nodes, links = read_graph_files(graph_dir)
-            graph = ({n[0] for n in nodes}, _linked(links))
+            graph = ({n[0]: i for i, n in enumerate(nodes)}, TouchdownReference(links))
         except ERRORS as e:
             problems.append(str(e))
     views, found = set(), 0
@@ -116,11 +97,22 @@ def validate_release(manual_dir: str, graph_dir: str | None = None, bodies: bool
     feature_dir = os.path.join(manual_dir, "features")
     if os.path.isdir(feature_dir):
         names = sorted(f for f in os.listdir(feature_dir) if f.endswith(".npy"))
-        shape = tuple(feature_shape) if feature_shape else _common_shape(feature_dir, names)
+        headers = {}                 # file -> (shape, dtype), or the error reading its header
+        for f in names:
+            try:
+                headers[f] = check_npy_size(os.path.join(feature_dir, f), ValueError)
+            except ERRORS as e:
+                headers[f] = e
+        # the reference: `feature_shape`, else the shape most maps' headers announce
+        shapes = Counter(h[0] for h in headers.values() if isinstance(h, tuple))
+        shape = (tuple(feature_shape) if feature_shape
+                 else shapes.most_common(1)[0][0] if shapes else None)
         for f in names:
             checked += 1
             try:
-                check_feature_file(os.path.join(feature_dir, f), shape, bodies)
+                if isinstance(headers[f], Exception):
+                    raise headers[f]
+                check_feature_file(os.path.join(feature_dir, f), headers[f], shape, bodies)
             except ERRORS as e:
                 problems.append(str(e))
         missing = sorted(views - {f[:-4] for f in names})

@@ -31,7 +31,7 @@ from ttw_jax.core import paths
 from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.core.train.logging import MetricWriter
 from ttw_jax.core.train.loop import fit
-from ttw_jax.core.train.workdir import check_common, check_workdir_config, write_results
+from ttw_jax.core.train.workdir import check_workdir_config, write_results
 
 INIT, STEPS, EVAL = 0, 1, 2
 SCHEDULES = ("constant", "cosine")
@@ -47,9 +47,16 @@ def optim_config(learning_rate: float, grad_clip: float = 0.0, schedule: str = "
         warmup_steps=warmup_steps, end_fraction=end_fraction, weight_decay=weight_decay))
 
 
+def check_schedule(schedule: str) -> None:
+    """ValueError unless `schedule` is one of `SCHEDULES`."""
+    if schedule not in SCHEDULES:
+        raise ValueError(f"optim.schedule must be one of {SCHEDULES}, got {schedule!r}")
+
+
 def learning_rate_schedule(optim: ml_collections.ConfigDict, num_steps: int):
     """`constant`: the peak `learning_rate`; `cosine`: a linear warm-up over `warmup_steps` from 0,
     then a cosine decay to `end_fraction` of the peak at `num_steps`."""
+    check_schedule(optim.schedule)
     if optim.schedule == "constant":
         return optim.learning_rate
     if optim.schedule == "cosine":
@@ -59,7 +66,6 @@ def learning_rate_schedule(optim: ml_collections.ConfigDict, num_steps: int):
         return optax.warmup_cosine_decay_schedule(
             0.0, optim.learning_rate, optim.warmup_steps,
             max(num_steps, optim.warmup_steps + 1), end_value=optim.end_fraction * optim.learning_rate)
-    raise ValueError(f"optim.schedule must be one of {SCHEDULES}, got {optim.schedule!r}")
 
 
 def make_optimizer(optim: ml_collections.ConfigDict, num_steps: int) -> optax.GradientTransformation:
@@ -127,12 +133,9 @@ class Run:
         differs outside `resumable`), builds the mesh and checks that every batch size
         (default: `config.batch_size`) splits over it. `workdir` may be any `paths.resolve`
         path (local, `file://`, `gs://`); `Run.workdir` is the resolved `epath.Path`."""
-        schedule = config.get("optim", {}).get("schedule")
-        if schedule is not None and schedule not in SCHEDULES:   # before anything is written
-            raise ValueError(f"optim.schedule must be one of {SCHEDULES}, got {schedule!r}")
-        check_common(config)
+        if "optim" in config:          # before anything is written
+            check_schedule(config.optim.schedule)
         workdir = paths.resolve(workdir)
-        workdir.mkdir(parents=True, exist_ok=True)
         check_workdir_config(config, workdir, resumable)
         mesh = dp.make_mesh()
         for b in (config.batch_size,) if batch_sizes is None else batch_sizes:

@@ -67,11 +67,13 @@ def holds_work(workdir: paths.PathLike) -> bool:
 
 def check_workdir_config(config: ml_collections.ConfigDict, workdir: paths.PathLike,
                          resumable: Sequence[str] = ()) -> None:
-    """Checks the common sizing keys (`check_common`), then records the config in
-    `<workdir>/config.json`; refuses to resume a run whose config differs in anything but the
-    keys starting with one of `resumable`. A workdir whose earlier run did no work (`holds_work`:
-    e.g. it stopped at a config error) takes the new config."""
+    """Checks the common sizing keys (`check_common`) before anything is written, then creates
+    `workdir` and records the config in `<workdir>/config.json`; refuses to resume a run whose
+    config differs in anything but the keys starting with one of `resumable`. A workdir whose
+    earlier run did no work (`holds_work`: e.g. it stopped at a config error) takes the new
+    config."""
     check_common(config)
+    paths.resolve(workdir).mkdir(parents=True, exist_ok=True)
     path = paths.resolve(workdir) / "config.json"
     current = json.loads(config.to_json())
     if path.exists():

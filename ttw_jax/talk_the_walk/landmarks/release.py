@@ -26,6 +26,7 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
+from ttw_jax.core import paths
 from ttw_jax.core.records import RecordFormatError, read_json
 
 VIEWS = ("N1", "N2", "E1", "E2", "S1", "S2", "W1", "W2")
@@ -212,12 +213,5 @@ def write_synthetic_release(out_dir: str, corner_ids: Mapping[str, np.ndarray], 
                     text[key] = [{"lex_recog": w} for w in words]
         resnet[nbh] = feats
         os.makedirs(os.path.join(out_dir, nbh), exist_ok=True)
-        _write_json(os.path.join(out_dir, nbh, TEXT_FILE), text)
-    _write_json(os.path.join(out_dir, RESNET_FILE), resnet)
-
-
-def _write_json(path: str, obj) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f)
-    os.replace(tmp, path)
+        paths.write_text(os.path.join(out_dir, nbh, TEXT_FILE), json.dumps(text))
+    paths.write_text(os.path.join(out_dir, RESNET_FILE), json.dumps(resnet))

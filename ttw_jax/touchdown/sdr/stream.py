@@ -31,16 +31,20 @@ def panorama_rows(files: Sequence[str], pano: np.ndarray, shape: Sequence[int]) 
     """[E, H, W, C] float16 rows: row i is the array in `files[pano[i]]` (read when indexed)."""
     pano = np.asarray(pano)
 
-    def read(i: int) -> np.ndarray:
-        path = files[pano[i]]
-        with damaged(path, ValueError):
-            x = np.load(path, allow_pickle=False)
-        if x.shape != tuple(shape):
-            raise ValueError(f"{path}: shape {x.shape}, expected {tuple(shape)}")
-        if not np.isfinite(x).all():
-            raise ValueError(f"{path}: non-finite values (NaN or inf) in the feature map")
-        return x
-    return LazyRows(read, len(pano), shape, np.float16)
+    return LazyRows(lambda i: read_feature_map(files[pano[i]], shape), len(pano), shape,
+                    np.float16)
+
+
+def read_feature_map(path: str, shape: Sequence[int]) -> np.ndarray:
+    """One panorama's feature map `<panoid>.npy`, of `shape` and finite (ValueError naming the
+    file for a damaged file, another shape, NaN or inf)."""
+    with damaged(path, ValueError):
+        x = np.load(path, allow_pickle=False)
+    if x.shape != tuple(shape):
+        raise ValueError(f"{path}: shape {x.shape}, expected {tuple(shape)}")
+    if not np.isfinite(x).all():
+        raise ValueError(f"{path}: non-finite values (NaN or inf) in the feature map")
+    return x
 
 
 def view_tables(views_by_split: dict[str, list[dict]], files: dict[str, str]
