@@ -389,6 +389,12 @@ def check_config(config: ml_collections.ConfigDict) -> None:
     if not g.obs_projection and g.features != 2 * g.hidden:
         raise ValueError(f"guide.obs_projection=False needs guide.features = 2 * guide.hidden "
                          f"(the BiLSTM's states score the map), got {g.features} and {g.hidden}")
+    d = config.data
+    if d.tfds_config != "synthetic" and not d.manual_dir:
+        files = (", ".join(td.DIALOGUE_FILES.values()) + " and <nbh>/map.json"
+                 if d.tfds_config == "real" else "<nbh>/map.json or <nbh>_map.json")
+        raise ValueError(f"data.tfds_config={d.tfds_config!r} reads {files} from "
+                         f"data.manual_dir, which is empty. {td.SOURCE_HINT}")
     too_long = [T for T in _ints(config.generated.Ts) if T > config.generated.T_max]
     if too_long:
         raise ValueError(f"generated.T_max = {config.generated.T_max} is below the walk length(s) "

@@ -58,7 +58,20 @@ def test_paper_config_is_the_released_defaults():
     assert c.tourist.batch_size == 128        # --batch-sz, default 128
     # every released optimizer is optim.Adam(params): PyTorch's default learning rate
     assert c.tourist.learning_rate == c.guide.learning_rate == c.generated.learning_rate == 1e-3
-    nl_train.check_config(c)
+    c.data.manual_dir = "/path/to/talkthewalk/data"   # the release (checked: named, not read)
+    nl_train.check_config(c)                           # the sizes are consistent
+
+
+def test_paper_config_needs_the_release(tmp_path):
+    """The paper's data are the release's human dialogues: without them the run is refused
+    before anything is written, naming the files."""
+    c = nl_paper.get_config()
+    assert c.data.tfds_config == "real"
+    with pytest.raises(ValueError, match=r"data.tfds_config='real' reads talkthewalk.train.json, "
+                                         r"talkthewalk.valid.json, talkthewalk.test.json and "
+                                         r"<nbh>/map.json from data.manual_dir, which is empty"):
+        nl_train.train_and_evaluate(c, str(tmp_path / "run"))
+    assert not (tmp_path / "run").exists()
 
 
 def test_paper_sizes_reach_the_models():

@@ -1,5 +1,7 @@
 """The released code's sizes (github.com/facebookresearch/talkthewalk; de Vries et al. 2018,
-App. B: "128-dimensional word embeddings and a bidirectional RNN with 256 units").
+App. B: "128-dimensional word embeddings and a bidirectional RNN with 256 units") on the paper's
+data, the release's human dialogues (`data.tfds_config=real`): it refuses to run without
+`--config.data.manual_dir=<the release's data folder>`.
 
 Each number below is an argparse default or a constant of the released code (files under `ttw/`):
 
@@ -52,6 +54,7 @@ from experiments.ttw_language.configs import default
 
 def get_config():
     c = default.get_config()
+    c.data.tfds_config = "real"      # the human dialogues: --config.data.manual_dir=<release>
     c.tourist.embed, c.tourist.hidden = 128, 128
     c.tourist.decoder_hidden, c.tourist.context_features = 1024, 128
     c.tourist.batch_size = 128
