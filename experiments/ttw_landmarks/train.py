@@ -238,7 +238,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
                "history": history}
     viz.plot_learning_curve(
         history, os.path.join(str(run.workdir), "learning_curve.png"),
-        keys=("train/loss", "valid/loss", "valid/weighted_f1"),
+        keys=("train/loss", "valid/loss", "valid/weighted_f1"), xlabel="epoch",
         hlines={"all positive": results["valid"]["all_positive"]["weighted_f1"],
                 "random (0.5)": results["valid"]["random"]["weighted_f1"]})
     return run.finish(results, format_results(results))

@@ -13,14 +13,15 @@ import numpy as np  # noqa: E402
 
 
 def plot_learning_curve(history: list[dict], path: str, keys=("train/loss", "valid/accuracy"),
-                        hlines: dict | None = None) -> None:
-    """One panel per key of `history` (dicts with 'step'); `hlines` {label: y} on the last panel."""
+                        hlines: dict | None = None, xlabel: str = "step") -> None:
+    """One panel per key of `history` (dicts with 'step', drawn along `xlabel`); `hlines`
+    {label: y} on the last panel."""
     fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 3.5))
     for ax, key in zip(np.atleast_1d(axes), keys):
         pts = [(h["step"], h[key]) for h in history if key in h]
         if pts:
             ax.plot(*zip(*pts), marker="." if len(pts) < 50 else None)
-        ax.set_xlabel("step")
+        ax.set_xlabel(xlabel)
         ax.set_title(key)
         ax.grid(alpha=0.3)
     for label, y in (hlines or {}).items():
