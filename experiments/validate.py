@@ -2,27 +2,53 @@ r"""Checks a release before a run and names every bad file at once (exit status 
 
   python -m experiments.validate --dataset=touchdown --data_dir=/path/to/touchdown/data \
       --graph_dir=/path/to/touchdown/graph
+  python -m experiments.validate --dataset=rxr --data_dir=/path/to/rxr \
+      --graph_dir=/path/to/connectivity [--view_features=/path/to/features.tsv]
+  python -m experiments.validate --dataset=arramon --data_dir=/path/to/arramon \
+      [--features_dir=/path/to/arramon_features]
+  python -m experiments.validate --dataset=talk_the_walk --data_dir=/path/to/talkthewalk \
+      --maps_dir=/path/to/talkthewalk [--features_dir=/path/to/landmark_features]
 
+Each reads what the builders and trainers read, bodies to the end (`--headers_only`: headers and
+sizes of the feature files, not their values); any folder may be a bucket (`gs://...`):
 `touchdown`: the record files, the graph and every SDR feature map `features/<panoid>.npy`
-(bodies read to the end; `--headers_only` checks headers and sizes), see
-`ttw_jax/touchdown/validate.py`.
+(`ttw_jax/touchdown/validate.py`); `rxr`: the R2R / RxR annotation files against the Matterport
+connectivity graphs, every pose trace and text-feature file the records name, and a view-feature
+file (`ttw_jax/rxr/validate.py`); `arramon`: the split files, the vocabulary and the recorded
+pose and feature files (`ttw_jax/arramon/validate.py`); `talk_the_walk`: the dialogues,
+configurations, maps and landmark-classification features (`ttw_jax/talk_the_walk/validate.py`).
 """
 import sys
 
 from absl import app, flags
 
+from ttw_jax.arramon import validate as arramon_validate
+from ttw_jax.rxr import validate as rxr_validate
+from ttw_jax.talk_the_walk import validate as ttw_validate
 from ttw_jax.touchdown import validate as touchdown_validate
 
-DATASETS = ("touchdown",)
+DATASETS = ("touchdown", "rxr", "arramon", "talk_the_walk")
 
 
-def report(dataset: str, data_dir: str, graph_dir: str = "", headers_only: bool = False
+def report(dataset: str, data_dir: str, graph_dir: str = "", headers_only: bool = False,
+           features_dir: str = "", maps_dir: str = "", view_features: str = ""
            ) -> tuple[str, int]:
     """(the printed report, the number of problems)."""
-    if dataset != "touchdown":
+    bodies = not headers_only
+    if dataset == "touchdown":
+        problems, checked = touchdown_validate.validate_release(data_dir, graph_dir or None,
+                                                                bodies=bodies)
+    elif dataset == "rxr":
+        problems, checked = rxr_validate.validate_release(data_dir, graph_dir or None, bodies,
+                                                          view_features or None)
+    elif dataset == "arramon":
+        problems, checked = arramon_validate.validate_release(data_dir, features_dir or None,
+                                                              bodies)
+    elif dataset == "talk_the_walk":
+        problems, checked = ttw_validate.validate_release(data_dir, maps_dir or None,
+                                                          features_dir or None)
+    else:
         raise app.UsageError(f"--dataset must be one of {DATASETS}, got {dataset!r}")
-    problems, checked = touchdown_validate.validate_release(data_dir, graph_dir or None,
-                                                            bodies=not headers_only)
     lines = [f"{dataset}: {checked} files checked, {len(problems)} with problems"]
     lines += [f"  {p}" for p in problems]
     return "\n".join(lines), len(problems)
@@ -31,16 +57,23 @@ def report(dataset: str, data_dir: str, graph_dir: str = "", headers_only: bool 
 def _define_flags():
     """The command's flags (defined when it runs, so importing this module defines none)."""
     flags.DEFINE_enum("dataset", "touchdown", DATASETS, "Which release.")
-    flags.DEFINE_string("data_dir", None, "The release's data folder (records, features/).")
-    flags.DEFINE_string("graph_dir", "", "The graph folder (nodes.txt, links.txt), if any.")
-    flags.DEFINE_bool("headers_only", False, "Feature maps: headers and sizes, not bodies.")
+    flags.DEFINE_string("data_dir", None, "The release's data folder (records, features/, ...).")
+    flags.DEFINE_string("graph_dir", "", "touchdown: the graph folder (nodes.txt, links.txt); "
+                        "rxr: the Matterport connectivity folder.")
+    flags.DEFINE_string("features_dir", "", "arramon: the recorded pose / feature folders; "
+                        "talk_the_walk: resnetfeat.json and <nbh>/text.json.")
+    flags.DEFINE_string("maps_dir", "", "talk_the_walk: the maps (<nbh>/map.json or "
+                        "<nbh>_map.json).")
+    flags.DEFINE_string("view_features", "", "rxr: a view-feature file (.tsv, .hdf5, .npz).")
+    flags.DEFINE_bool("headers_only", False, "Feature files: headers and sizes, not bodies.")
     flags.mark_flags_as_required(["data_dir"])
 
 
 def main(argv):
     del argv
     F = flags.FLAGS
-    text, bad = report(F.dataset, F.data_dir, F.graph_dir, F.headers_only)
+    text, bad = report(F.dataset, F.data_dir, F.graph_dir, F.headers_only, F.features_dir,
+                       F.maps_dir, F.view_features)
     print(text)
     sys.exit(1 if bad else 0)
 

@@ -1,8 +1,12 @@
-"""Shared test utilities: config overrides by path, simulated crashes, and the jit == pmap check
-of a data-parallel train step."""
+"""Shared test utilities: config overrides by path, simulated crashes, the jit == pmap check
+of a data-parallel train step, and a fake `gs://` bucket (the `bucket` fixture)."""
+from unittest import mock
+
+import fsspec
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from ttw_jax.core.train import data_parallel as dp
 
@@ -57,3 +61,51 @@ def assert_jit_step_equals_pmap_step(state, batches, loss_fn) -> None:
     moved = [float(jnp.abs(a - b).max()) for a, b in zip(jax.tree_util.tree_leaves(s_jit.params),
                                                          jax.tree_util.tree_leaves(state.params))]
     assert max(moved) > 1e-3
+
+
+@pytest.fixture
+def bucket(tmp_path):
+    """A fake `gs://` served from `tmp_path / "gcs"`: fsspec's `gs` / `gcs` protocols (what
+    `etils.epath` reads and writes) and orbax's TensorStore kvstore for `gs://` paths (the
+    checkpoints' arrays) on that folder; yields it."""
+    from fsspec.implementations.dirfs import DirFileSystem
+    from fsspec.implementations.local import LocalFileSystem
+    from orbax.checkpoint._src.path import gcs_utils
+    root = tmp_path / "gcs"
+    root.mkdir()
+
+    class FakeGCS(DirFileSystem):
+        protocol = ("gs", "gcs")
+        root_marker = ""
+
+        def __init__(self, *args, finalize_on_close=False, **kwargs):
+            super().__init__(path=str(root), fs=LocalFileSystem(auto_mkdir=True), **kwargs)
+
+        @classmethod
+        def _strip_protocol(cls, path):
+            path = fsspec.utils.stringify_path(path)
+            for prefix in ("gs://", "gcs://"):
+                path = path.removeprefix(prefix)
+            return path.rstrip("/")
+
+    def kvstore(path):
+        name, rest = gcs_utils.parse_gcs_path(path, add_trailing_slash=False)
+        return {"driver": "file", "path": str(root / name / rest)}
+
+    from etils.epath import backend
+    from fsspec.registry import _registry
+    saved = {p: _registry.get(p) for p in FakeGCS.protocol}
+    backend.fsspec_backend._get_filesystem.cache_clear()
+    for p in FakeGCS.protocol:
+        fsspec.register_implementation(p, FakeGCS, clobber=True)
+    try:
+        with mock.patch.object(gcs_utils, "get_kvstore_for_gcs", kvstore), \
+                mock.patch.object(gcs_utils, "is_hierarchical_namespace_enabled",
+                                  lambda path: False):
+            yield root
+    finally:
+        backend.fsspec_backend._get_filesystem.cache_clear()
+        for p, cls in saved.items():
+            _registry.pop(p, None)
+            if cls is not None:
+                _registry[p] = cls

@@ -32,7 +32,7 @@ import tensorflow_datasets as tfds
 
 from ttw_jax.arramon import records as ar
 from ttw_jax.arramon.synthetic import synthetic_instances
-from ttw_jax.core import tfds as ttw_tfds
+from ttw_jax.core import paths, tfds as ttw_tfds
 
 SOURCES = ("synthetic", "english", "hindi")
 SPLITS = ("train", "val_seen", "val_unseen", "test_unseen")
@@ -61,7 +61,7 @@ def manual_split_instances(manual_dir: str, source: str) -> dict[str, list[dict]
     `manual_dir`; FileNotFoundError naming the expected files (and where to get them) if none."""
     files = MANUAL_FILES[source]
     present = {s: os.path.join(manual_dir, f) for s, f in files.items()
-               if os.path.isfile(os.path.join(manual_dir, f))}
+               if paths.isfile(os.path.join(manual_dir, f))}
     if not present:
         raise FileNotFoundError(
             f"No ArraMon {source} file in {manual_dir}: expected any of "

@@ -45,7 +45,7 @@ import ml_dtypes
 import numpy as np
 import tensorflow_datasets as tfds
 
-from ttw_jax.core import tfds as ttw_tfds
+from ttw_jax.core import paths, tfds as ttw_tfds
 from ttw_jax.rxr import records as rr
 from ttw_jax.rxr.views import NUM_VIEWS
 
@@ -125,8 +125,8 @@ def rxr_split_records(manual_dir: str, annotators: Sequence[str] = ("guide",),
 def r2r_split_records(manual_dir: str) -> dict[str, list[dict]]:
     """split -> records of every `R2R_{split}.json` in `manual_dir` (FileNotFoundError naming
     the expected files if none)."""
-    present = {s: os.path.join(manual_dir, f) for s, f in R2R_FILES.items()
-               if os.path.isfile(os.path.join(manual_dir, f))}
+    present = {s: paths.join(manual_dir, f) for s, f in R2R_FILES.items()
+               if paths.isfile(paths.join(manual_dir, f))}
     if not present:
         raise FileNotFoundError(f"No R2R file in {manual_dir}: expected any of "
                                 f"{', '.join(R2R_FILES.values())}. {rr.R2R_HINT}")
@@ -141,10 +141,10 @@ def r2r_split_records(manual_dir: str) -> dict[str, list[dict]]:
 def connectivity_dir(manual_dir: str, scans: Sequence[str]) -> str:
     """`manual_dir` or its `connectivity/` subdirectory, whichever holds the connectivity files;
     FileNotFoundError naming the scans whose `<scan>_connectivity.json` is missing."""
-    candidates = [manual_dir, os.path.join(manual_dir, "connectivity")]
+    candidates = [manual_dir, paths.join(manual_dir, "connectivity")]
     for folder in candidates:
-        missing = [s for s in scans
-                   if not os.path.isfile(os.path.join(folder, f"{s}_connectivity.json"))]
+        listed = set(paths.listdir(folder)) if paths.isdir(folder) else set()
+        missing = [s for s in scans if f"{s}_connectivity.json" not in listed]
         if not missing:
             return folder
         if len(missing) < len(scans):

@@ -29,7 +29,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import tensorflow_datasets as tfds
 
-from ttw_jax.core import tfds as ttw_tfds
+from ttw_jax.core import paths, tfds as ttw_tfds
 from ttw_jax.talk_the_walk import maps
 from ttw_jax.talk_the_walk.language import dialogues as td
 from ttw_jax.talk_the_walk.language.synthetic import synthetic_dialogues
@@ -73,7 +73,7 @@ def manual_maps(manual_dir: str, required: Sequence[str] = ()) -> dict[str, list
     for name in present:
         path = maps.find_map_file(manual_dir, name)
         maps.load_map(path, name)   # validates, errors name the file / entry / field
-        with open(path, encoding="utf-8") as f:
+        with paths.resolve(path).open("r", encoding="utf-8") as f:
             out[name] = json.load(f)
     return out
 
@@ -84,7 +84,7 @@ def configuration_windows(manual_dir: str) -> dict[tuple[str, int, int], str]:
     out: dict[tuple[str, int, int], str] = {}
     for split, name in td.CONFIGURATION_FILES.items():
         path = os.path.join(manual_dir, name)
-        if not os.path.isfile(path):
+        if not paths.isfile(path):
             continue
         for i, cfg in enumerate(td.read_configurations(path)):
             key = td.window_key(cfg)
@@ -112,7 +112,7 @@ def manual_dialogues(manual_dir: str) -> dict[str, list[dict]]:
     merged (train, valid, test order) and split by window (see the module docstring);
     FileNotFoundError naming the expected files (and where to get them) if there is none."""
     present = [os.path.join(manual_dir, f) for f in td.DIALOGUE_FILES.values()
-               if os.path.isfile(os.path.join(manual_dir, f))]
+               if paths.isfile(os.path.join(manual_dir, f))]
     if not present:
         raise FileNotFoundError(
             f"No Talk The Walk dialogue file in {manual_dir}: expected any of "

@@ -28,8 +28,8 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import tensorflow_datasets as tfds
 
-from ttw_jax.core import tfds as ttw_tfds
-from ttw_jax.core.records import check_npy_size
+from ttw_jax.core import paths, tfds as ttw_tfds
+from ttw_jax.core.records import check_npy_size, damaged
 from ttw_jax.touchdown import records as tr
 from ttw_jax.touchdown.graph import synthetic_street_grid
 from ttw_jax.touchdown.sdr.synthetic import iter_synthetic_sdr_examples
@@ -97,8 +97,8 @@ def synthetic_split_records(config: TouchdownConfig) -> dict[str, list[dict]]:
 
 def manual_split_records(manual_dir: str, sdr: bool) -> dict[str, list[dict]]:
     """The validated records of each official file present in `manual_dir` (split -> records)."""
-    paths = {s: os.path.join(manual_dir, f) for s, f in MANUAL_FILES.items()}
-    present = {s: p for s, p in paths.items() if os.path.isfile(p)}
+    files = {s: paths.join(manual_dir, f) for s, f in MANUAL_FILES.items()}
+    present = {s: p for s, p in files.items() if paths.isfile(p)}
     if not present:
         raise FileNotFoundError(
             f"No Touchdown record files in {manual_dir}: expected any of "
@@ -131,23 +131,29 @@ def _check_feature_array(path: str, shape, dtype, feature_shape) -> None:
 def feature_files(manual_dir: str, panoids: Iterable[str],
                   feature_shape: Sequence[int]) -> dict[str, str]:
     """panoid -> path of its feature map in `manual_dir` (`features/<panoid>.npy`, else
-    `<panoid>.npy`), after checking them all: FileNotFoundError naming how many are missing, the
-    first of them and the expected paths; ValueError naming a file whose shape is not
+    `<panoid>.npy`; any `paths.resolve` folder, listed once rather than one stat per file),
+    after checking them all: FileNotFoundError naming how many are missing, the first of them
+    and the expected paths; ValueError naming a file whose shape is not
     `feature_shape` (both shapes) or whose dtype is not numeric. Only the headers are read."""
-    paths: dict[str, str] = {}
+    found_files: dict[str, str] = {}
     missing: dict[str, None] = {}   # insertion-ordered set
+    listed = set()                  # every file of the pattern folders, relative to manual_dir
+    for folder in {os.path.dirname(pat) for pat in FEATURE_PATTERNS}:
+        where = paths.join(manual_dir, folder) if folder else manual_dir
+        if paths.isdir(where):
+            listed |= {os.path.join(folder, f) for f in paths.listdir(where)}
     for panoid in panoids:
-        if panoid in paths or panoid in missing:
+        if panoid in found_files or panoid in missing:
             continue
-        found = next((p for p in (os.path.join(manual_dir, pat.format(panoid=panoid))
-                                  for pat in FEATURE_PATTERNS) if os.path.isfile(p)), None)
+        found = next((paths.join(manual_dir, pat.format(panoid=panoid))
+                      for pat in FEATURE_PATTERNS if pat.format(panoid=panoid) in listed), None)
         if found is None:
             missing[panoid] = None
         else:
-            paths[panoid] = found
+            found_files[panoid] = found
     missing = list(missing)
     if missing:
-        total = len(paths) + len(missing)
+        total = len(found_files) + len(missing)
         shown = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
         expected = [os.path.join(manual_dir, pat.format(panoid="<panoid>"))
                     for pat in FEATURE_PATTERNS]
@@ -156,9 +162,9 @@ def feature_files(manual_dir: str, panoids: Iterable[str],
             f"expected {expected[0]} or {expected[1]}: a float16 array of shape "
             f"{tuple(feature_shape)} per panorama (set TouchdownConfig.feature_shape for "
             f"other sizes)")
-    for path in paths.values():
+    for path in found_files.values():
         _check_feature_array(path, *_npy_header(path), feature_shape)
-    return paths
+    return found_files
 
 
 def synthetic_sdr_split_sizes(config: "TouchdownConfig") -> dict[str, tuple[int, int, int]]:
@@ -272,8 +278,11 @@ class Builder(ttw_tfds.ArrayRecordBuilder):
         for rec in records:
             for ex in tr.sdr_examples(rec):
                 path = feature_paths[ex["panoid"]]
-                features = np.load(path, allow_pickle=False)
+                with damaged(path, ValueError):
+                    features = paths.load_numpy(path)
                 _check_feature_array(path, features.shape, features.dtype, shape)
+                if not np.isfinite(features).all():
+                    raise ValueError(f"{path}: non-finite values (NaN or inf) in the feature map")
                 yield f"{ex['route_id']}_{ex['which']}", _sdr_row(ex, features)
 
     def _generate_synthetic_sdr(self, num: int, seed: int, first_route_id: int, shape):

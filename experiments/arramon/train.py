@@ -280,6 +280,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                                           params=init_params(models, run.key(INIT)),
                                           tx=make_optimizer(config.optim, config.num_steps))
     stream = None
+    train_records = data["records"][d.train_split]      # turn examples: turn 1 rows, then turn 2
+    names = [f"{d.train_split}: instance {i} ({r.get('filename', '?')}, mapId {r.get('mapId')}), "
+             f"turn {t + 1}" for t in range(2) for i, r in enumerate(train_records)]
     if uses_features(config):
         # Teacher forcing over the recorded views (main_nosim.py): no simulator; the rows are
         # streamed from the packed float16 cache by grain's threads (checkpointed position).
@@ -288,17 +291,18 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                                      TF_KEYS, config.batch_size, config.seed,
                                      d.stream_threads)
         step_key = run.key(STEPS)
+        sample = dp.StreamSampler(stream, run.mesh, names)
 
         def step_fn(state, step):
-            batch = dp.shard_process_local(next(stream), run.mesh)
-            return train_step(state, batch, jax.random.fold_in(step_key, step))
+            return train_step(state, sample(), jax.random.fold_in(step_key, step))
+        step_fn.examples = sample.step_examples
     else:
         train_walk = run.replicate(data["walkable"][d.train_split])
         loss_fn = losses.imitation_loss(*models, NUM_TYPES, config.student_forcing,
                                         config.train_horizon)
         train_step = dp.make_train_step(loss_fn, run.mesh, num_consts=1)
         sample = dp.episode_sampler(ae.turn_examples(data["episodes"][d.train_split]),
-                                    config.batch_size, run.mesh)
+                                    config.batch_size, run.mesh, names=names)
         step_fn = run.step_fn(train_step, sample, train_walk)
     agent_nav, agent_assem = arr_eval.agent_factories(*models, NUM_TYPES)
     agent = arr_eval.make_task_rollout((agent_nav, agent_assem), config.eval.horizon,

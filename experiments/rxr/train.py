@@ -391,14 +391,18 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     loss_config = ml_collections.ConfigDict({**config.loss.to_dict(), "horizon": train_horizon})
     train_step = dp.make_train_step(mixed_loss(model, loss_config), run.mesh, num_consts=3)
     stream = None
+    names = [f"{config.data.train_split}: instruction_id {i} ({ANNOTATORS[a]}, path_id {p})"
+             for i, a, p in zip(train_eps["instruction_id"], train_eps["annotator"],
+                                train_eps["path_id"])]
     if config.data.stream:   # this process's rows of each batch, read by grain's threads
         keys = [k for k in BATCH_KEYS if k in train_eps]
         stream = BatchStream.of_rows(train_eps, keys, config.batch_size, config.seed,
                                      config.data.stream_threads, index=data["mixture"])
-        sample = lambda key: dp.shard_process_local(next(stream), run.mesh)
+        sample = dp.StreamSampler(stream, run.mesh, names)
     else:
         sample = dp.episode_sampler({k: train_eps[k] for k in BATCH_KEYS if k in train_eps},
-                                    config.batch_size, run.mesh, index=data["mixture"])
+                                    config.batch_size, run.mesh, index=data["mixture"],
+                                    names=names)
     rollout = r2r_eval.make_rollout(model_factory(model), eval_horizon,
                                     config.loss.success_radius)
 

@@ -208,7 +208,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                                                    data["convention"]),
                                     run.mesh, num_consts=2)
     train_eps = data["episodes"][d.train_split]
-    sample = dp.episode_sampler({k: train_eps[k] for k in BATCH_KEYS}, config.batch_size, run.mesh)
+    sample = dp.episode_sampler({k: train_eps[k] for k in BATCH_KEYS}, config.batch_size, run.mesh,
+                                names=[f"{d.train_split}: route_id {i}"
+                                       for i in train_eps["route_id"]])
     rollout = nav_eval.make_rollout(model_factory(model, config.crop, data["convention"]),
                                     config.eval.horizon)
     hops = {s: nav_episodes.hops_to_goal(data["graph"], data["episodes"][s]["goal"])

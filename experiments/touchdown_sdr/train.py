@@ -248,14 +248,24 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         stream = BatchStream.of_rows(train, keys, config.batch_size, config.seed,
                                      config.data.stream_threads)
 
+    def rows(step):   # drawn on the host from (seed, step), so a resumed run sees the same data
+        return np.random.default_rng((config.seed, step)).integers(0, len(train["center"]),
+                                                                   config.batch_size)
+
     def step_fn(state, step):
         if stream is not None:   # the stream's state is checkpointed: resumed runs read alike
             batch = dp.shard_process_local(next(stream), run.mesh)
-        else:   # drawn on the host from (seed, step), so a resumed run sees the same data
-            idx = np.random.default_rng((config.seed, step)).integers(
-                0, len(train["center"]), config.batch_size)
+        else:
+            idx = rows(step)
             batch = dp.shard_global({k: train[k][idx] for k in keys}, dp.batch_sharded(run.mesh))
         return train_step(state, batch, jax.random.fold_in(step_key, step))
+
+    def examples(step):   # what a non-finite loss names: route ids and feature files
+        idx = stream.global_rows(step - 1) if stream is not None else rows(step)
+        return [f"train: route_id {train['route_id'][i]}"
+                + (f", features/{train['panoid'][i]}.npy" if "panoid" in train else "")
+                for i in idx]
+    step_fn.examples = examples
 
     def tune_metrics(params):
         return evaluate(predict, params, splits["tune"], config.eval.batch_size)[0]

@@ -77,3 +77,64 @@ def test_bad_input_is_named_in_one_line(tmp_path, case):
     with pytest.raises(RecordFormatError, match=message) as e:
         reader(path)
     assert str(path) in str(e.value) and "\n" not in str(e.value)
+
+
+def _npz(path, **arrays):
+    import numpy as np
+    np.savez(path, **arrays)
+    return str(path)
+
+
+def _truncated(path, **arrays):
+    _npz(path, **arrays)
+    data = open(path, "rb").read()
+    open(path, "wb").write(data[: len(data) // 2])
+    return str(path)
+
+
+def _binary_cases():
+    """(file name, writer(path), reader(path)): the user's feature files, object or truncated."""
+    import numpy as np
+    from ttw_jax.arramon import features as af
+    from ttw_jax.core.pano_graph import NodeTable
+    from ttw_jax.rxr import views
+    from ttw_jax.touchdown import features as tf
+    nodes = NodeTable.from_ids(["a", "b"])
+    objects = dict(ids=np.asarray(["a", "b"], object), features=np.zeros((2, 36, 4)))
+    good = dict(panoids=np.asarray(["a", "b"]), features=np.zeros((2, 3, 4), np.float32))
+    return {
+        "touchdown features truncated": ("feats.npz", lambda p: _truncated(p, **good),
+                                         lambda p: tf.load_pano_features(p, nodes)),
+        "touchdown features object": ("feats.npz", lambda p: _npz(
+            p, panoids=np.asarray(["a", "b"], object), features=good["features"]),
+            lambda p: tf.load_pano_features(p, nodes)),
+        "rxr view features object": ("views.npz", lambda p: _npz(p, **objects),
+                                     lambda p: views.load_view_features(p, nodes)),
+        "rxr view features truncated": ("views.npz", lambda p: _truncated(
+            p, ids=np.asarray(["a", "b"]), features=np.zeros((2, 36, 4))),
+            lambda p: views.load_view_features(p, nodes)),
+        "rxr text features truncated": ("000001_en_text_features.npz", lambda p: _truncated(
+            p, features=np.zeros((5, 768), np.float32)), rr.load_text_features),
+        "arramon feature object": ("vfeat_1_navi_0_0.npy", lambda p: np.save(
+            p, np.asarray([None] * 3, object), allow_pickle=True), af.read_feature),
+    }
+
+
+@pytest.mark.parametrize("case", list(_binary_cases()))
+def test_bad_feature_files_are_named_in_one_line(tmp_path, case):
+    name, writer, reader = _binary_cases()[case]
+    path = str(tmp_path / name)
+    writer(path)
+    with pytest.raises(ValueError) as e:      # RecordFormatError is a ValueError
+        reader(path)
+    assert str(e.value).startswith(path) and "\n" not in str(e.value), str(e.value)
+
+
+def test_text_features_of_another_width_are_named_by_instruction():
+    import numpy as np
+    from ttw_jax.rxr.episodes import _text_features
+    recs = [{"instruction_id": 3, "text_features": np.zeros((4, 768), np.float32)},
+            {"instruction_id": 9, "text_features": np.zeros((4, 512), np.float32)}]
+    with pytest.raises(ValueError, match=r"instruction 9: text features of shape \(4, 512\), "
+                                         r"expected \[subwords, 768\]"):
+        _text_features(recs, 8)

@@ -1,5 +1,6 @@
 """The shared training loop: early stopping in both directions, best parameters and their
 evaluation, and resuming from checkpoints written before the loop was shared."""
+import json
 import os
 
 import jax
@@ -267,3 +268,41 @@ def test_metric_names_are_tensorboard_tags(tmp_path):
         writer.write(1, {"dev/acc@40": 0.5, "loss": 1.0})
     writer.close()
     assert not (tmp_path / "metrics.jsonl").exists()      # nothing half-written
+
+
+def test_a_non_finite_loss_names_the_examples_of_its_batch(tmp_path):
+    """A NaN in one training example: the error names the examples of the batch that met it
+    (the sampler's own draw, recomputed on the host) and lists them all in a file."""
+    from ttw_jax.core.train import data_parallel as dp
+    from ttw_jax.core.train.run import StepFn
+    mesh = dp.make_mesh()
+    n, bad_row = 40, 29
+    x = np.arange(n, dtype=np.float32)
+    x[bad_row] = np.nan
+    names = [f"train.json: route_id {100 + i}" for i in range(n)]
+    sampler = dp.episode_sampler({"x": x, "row": np.arange(n)}, 8, mesh, names=names)
+    key = jax.random.key(3)
+    drawn = jax.device_get(sampler(key))
+    assert (drawn["row"] == sampler.rows(key)).all()   # the host recomputes the device's draw
+    assert sampler.examples(key) == [names[r] for r in drawn["row"]]
+
+    def train_step(state, batch, rng):
+        loss = (state.params["w"] - 3.0) ** 2 + 0.0 * jnp.mean(batch["x"])
+        g = jax.grad(lambda p: (p["w"] - 3.0) ** 2)(state.params)
+        return state.apply_gradients(grads=g), {"loss": loss}
+
+    step_fn = StepFn(jax.jit(train_step), sampler, (), jax.random.key(0))
+    first = next(s for s in range(1, 200) if bad_row in sampler.rows(
+        jax.random.split(jax.random.fold_in(step_fn.key, s))[0]))
+    writer = MetricWriter(str(tmp_path))
+    with pytest.raises(FloatingPointError) as e:
+        fit(start(), config=config(num_steps=200, eval_every=100), workdir=str(tmp_path),
+            writer=writer, place=lambda t: t, step_fn=step_fn,
+            evaluate=lambda p: {"err": 0.0}, metric="err", mode="min")
+    writer.close()
+    msg = str(e.value)
+    assert f"at step {first} " in msg and "\n" not in msg
+    expected = step_fn.examples(first)
+    assert names[bad_row] in expected and ", ".join(expected[:8]) in msg
+    listed = json.loads((tmp_path / f"nonfinite_step_{first}.json").read_text())
+    assert listed["examples"] == expected and listed["step"] == first

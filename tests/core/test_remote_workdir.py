@@ -12,58 +12,12 @@ from unittest import mock
 
 import fsspec
 import pytest
-from fsspec.implementations.dirfs import DirFileSystem
-from fsspec.implementations.local import LocalFileSystem
 
 from tests.conftest import ROOT, xla_optimizations
 from tests.experiments.contract import crash_after
 from tests.experiments.trainers import TRAINERS, run_dir
-from tests.helpers import Crash
+from tests.helpers import Crash, bucket  # noqa: F401 (a fixture)
 from ttw_jax.core import paths
-
-
-@pytest.fixture
-def bucket(tmp_path):
-    """A fake `gs://` served from `tmp_path / "gcs"`; yields that folder."""
-    from orbax.checkpoint._src.path import gcs_utils
-    root = tmp_path / "gcs"
-    root.mkdir()
-
-    class FakeGCS(DirFileSystem):
-        protocol = ("gs", "gcs")
-        root_marker = ""
-
-        def __init__(self, *args, finalize_on_close=False, **kwargs):
-            super().__init__(path=str(root), fs=LocalFileSystem(auto_mkdir=True), **kwargs)
-
-        @classmethod
-        def _strip_protocol(cls, path):
-            path = fsspec.utils.stringify_path(path)
-            for prefix in ("gs://", "gcs://"):
-                path = path.removeprefix(prefix)
-            return path.rstrip("/")
-
-    def kvstore(path):
-        name, rest = gcs_utils.parse_gcs_path(path, add_trailing_slash=False)
-        return {"driver": "file", "path": str(root / name / rest)}
-
-    from etils.epath import backend
-    from fsspec.registry import _registry
-    saved = {p: _registry.get(p) for p in FakeGCS.protocol}
-    backend.fsspec_backend._get_filesystem.cache_clear()
-    for p in FakeGCS.protocol:
-        fsspec.register_implementation(p, FakeGCS, clobber=True)
-    try:
-        with mock.patch.object(gcs_utils, "get_kvstore_for_gcs", kvstore), \
-                mock.patch.object(gcs_utils, "is_hierarchical_namespace_enabled",
-                                  lambda path: False):
-            yield root
-    finally:
-        backend.fsspec_backend._get_filesystem.cache_clear()
-        for p, cls in saved.items():
-            _registry.pop(p, None)
-            if cls is not None:
-                _registry[p] = cls
 
 
 def test_resolve_takes_local_file_uri_and_bucket_paths(tmp_path, monkeypatch):
@@ -152,3 +106,81 @@ def test_a_bucket_run_killed_just_after_a_checkpoint_keeps_every_metric_line(buc
     # every line up to the checkpoint at 20 was in the bucket when the run died
     assert stored == [h["step"] for h in whole if h["step"] <= 20] and stored[-1] == 20
     assert lines("killed") == whole and len(whole) == 18    # 15 even steps and 5, 15, 25
+
+
+def test_the_readers_of_each_release_read_a_bucket(bucket):
+    """Data folders on a bucket: each system's release files read from `gs://` as from disk
+    (records, graphs, maps, feature maps), and `experiments.validate` checks a release there."""
+    import shutil
+    import numpy as np
+    from tests.conftest import shared_path
+    from ttw_jax.arramon.records import read_arramon
+    from ttw_jax.rxr import graph as rxr_graph, records as rr
+    from ttw_jax.talk_the_walk.maps import load_maps
+    from ttw_jax.touchdown.graph import read_graph_files
+    from ttw_jax.touchdown.sdr.stream import write_synthetic_release
+    from experiments.validate import report
+    root = bucket / "rel"
+    shutil.copytree(shared_path("ttw", "maps"), root / "maps")
+    shutil.copy(shared_path("arramon", "val_seen.json"), root / "val_seen.json")
+    shutil.copy(shared_path("r2r", "R2R_val_seen.json"), root / "R2R_val_seen.json")
+    scans = sorted({r["scan"] for r in rr.read_r2r(str(root / "R2R_val_seen.json"))})[:2]
+    (root / "conn").mkdir()
+    for s in scans:
+        shutil.copy(shared_path("matterport", "connectivity", f"{s}_connectivity.json"),
+                    root / "conn")
+    assert [m.name for m in load_maps("gs://rel/maps")] == \
+        [m.name for m in load_maps(str(root / "maps"))]
+    assert read_arramon("gs://rel/val_seen.json") == read_arramon(str(root / "val_seen.json"))
+    assert rr.read_r2r("gs://rel/R2R_val_seen.json", bodies=False)[:5] == \
+        rr.read_r2r(str(root / "R2R_val_seen.json"), bodies=False)[:5]
+    assert rxr_graph.list_scans("gs://rel/conn") == scans
+    remote = rxr_graph.load_matterport_graph("gs://rel/conn", scans)
+    local = rxr_graph.load_matterport_graph(str(root / "conn"), scans)
+    assert remote[1].ids == local[1].ids
+    write_synthetic_release(str(root / "sdr"), 8, seed=0, shape=(10, 56, 2))
+    text, bad = report("touchdown", "gs://rel/sdr")
+    assert bad == 0 and "touchdown: 11 files checked" in text, text
+    from ttw_datasets.touchdown import touchdown_dataset_builder as td_builder
+    from ttw_jax.touchdown.records import sdr_examples
+    records = td_builder.manual_split_records("gs://rel/sdr", sdr=True)
+    views = [v["panoid"] for recs in records.values() for r in recs for v in sdr_examples(r)]
+    files = td_builder.feature_files("gs://rel/sdr", views, (10, 56, 2))
+    assert sorted(files.values()) == sorted(f"gs://rel/sdr/features/{p}.npy" for p in set(views))
+    np.save(next((root / "sdr" / "features").iterdir()), np.full((10, 56, 2), np.nan, np.float16))
+    text, bad = report("touchdown", "gs://rel/sdr")
+    assert bad == 1 and "gs://rel/sdr/features/" in text and "non-finite" in text, text
+    nodes_links = read_graph_files(shared_path("touchdown", "graph"))
+    (root / "graph").mkdir()
+    for f in ("nodes.txt", "links.txt"):
+        shutil.copy(shared_path("touchdown", "graph", f), root / "graph" / f)
+    assert read_graph_files("gs://rel/graph") == nodes_links
+    assert not os.path.exists("gs:") and not os.path.exists(os.path.join(ROOT, "gs:"))
+
+
+def test_a_bucket_release_is_fingerprinted_from_one_listing(bucket):
+    """On a bucket the fingerprint lists the release once (sizes and times come with the names)
+    and, while nothing changed, reads no file and asks for no file's metadata."""
+    from ttw_jax.core.tfds import source_fingerprint
+    folder = bucket / "b" / "rel"
+    for i in range(30):
+        (folder / f"d{i % 3}").mkdir(parents=True, exist_ok=True)
+        (folder / f"d{i % 3}" / f"{i}.npy").write_bytes(bytes([i]) * (i + 1))
+    first = source_fingerprint("gs://b/rel")
+    fs = fsspec.filesystem("gs")
+    calls = {"find": 0, "info": 0, "open": 0}
+
+    def counted(name):
+        original = getattr(type(fs), name)
+
+        def wrapper(self, *a, **k):
+            calls[name] += 1
+            return original(self, *a, **k)
+        return wrapper
+
+    with mock.patch.object(type(fs), "find", counted("find")), \
+            mock.patch.object(type(fs), "info", counted("info")), \
+            mock.patch.object(type(fs), "_open", counted("open")):
+        again = source_fingerprint("gs://b/rel", previous=first)
+    assert again == first and len(first) == 30
+    assert calls == {"find": 1, "info": 0, "open": 0}, calls

@@ -38,6 +38,9 @@ def test_processes_read_disjoint_rows_that_make_the_one_process_batch():
     assert flat[:10] != flat[10:20]                   # a fresh order each epoch
     assert flat != batches(BatchStream(loader(), 10, 8, seed=4), 5)
     assert [example_index(g, 10, 3) for g in range(8)] == one[0]
+    # what a non-finite loss names: every process's rows of a global batch, in batch order
+    two = BatchStream(loader(), 10, 8, seed=3, process_index=1, process_count=2)
+    assert [two.global_rows(s).tolist() for s in range(5)] == one
 
 
 def test_a_restored_state_continues_the_stream_exactly():
@@ -53,6 +56,14 @@ def test_a_restored_state_continues_the_stream_exactly():
     # only what the resumed stream reads is loaded: nothing before the state (grain may have
     # prefetched past the last batch taken)
     assert set(log) <= set(sum([resumed.indices(k).tolist() for k in range(3, 9)], []))
+
+
+def test_a_mixture_stream_names_its_rows():
+    arrays = {"i": np.arange(5) * 10}
+    index = np.asarray([4, 4, 0, 2])
+    s = BatchStream.of_rows(arrays, ["i"], 4, seed=1, index=index)
+    for step in range(3):
+        assert (next(s)["i"] == arrays["i"][s.global_rows(step)]).all()
 
 
 def test_bad_stream_settings_are_refused():

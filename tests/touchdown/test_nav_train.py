@@ -56,3 +56,19 @@ def test_features_that_do_not_suit_the_image_encoder_are_refused(tfds_dir, tmp_p
     for i, (overrides, message) in enumerate(cases):
         with pytest.raises(ValueError, match=message):
             NAV.train.train_and_evaluate(NAV.config(tfds_dir, **overrides), str(tmp_path / str(i)))
+
+
+def test_a_diverging_run_names_the_routes_of_the_batch(tfds_dir, tmp_path):
+    """A learning rate that overflows: the error names the step's routes (the sampler's draw)."""
+    import json
+    import pytest
+    c = NAV.config(tfds_dir, num_steps=10, eval_every=10, log_every=5,
+                   optim__learning_rate=1e30)
+    with pytest.raises(FloatingPointError, match=r"at step (\d+) .*its batch: train: route_id "
+                                                 r"\d+, .*\(16 in all, listed in ") as e:
+        NAV.train.train_and_evaluate(c, str(tmp_path))
+    step = int(str(e.value).split("at step ")[1].split()[0])
+    listed = json.loads((tmp_path / f"nonfinite_step_{step}.json").read_text())
+    data = NAV.train.load_data(c, str(tmp_path), ["train"])
+    ids = {f"train: route_id {i}" for i in data["episodes"]["train"]["route_id"]}
+    assert len(listed["examples"]) == 16 and set(listed["examples"]) <= ids

@@ -1,8 +1,10 @@
 """Touchdown SDR streamed from per-panorama feature files (`data.stream`): the synthetic release in
 the official layout, each panorama stored once and read when used, and a streaming run killed and
-resumed to the numbers of an uninterrupted one (the stream's state is in the checkpoint)."""
+resumed to the numbers of an uninterrupted one (the stream's state is in the checkpoint), reading
+its release from a bucket."""
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -10,7 +12,7 @@ import pytest
 from tests.conftest import xla_optimizations
 from tests.experiments.contract import crash_after
 from tests.experiments.trainers import TRAINERS
-from tests.helpers import Crash
+from tests.helpers import Crash, bucket  # noqa: F401 (a fixture)
 from ttw_datasets.touchdown import touchdown_dataset_builder as td_builder
 from ttw_jax.touchdown import records as td_records
 from ttw_jax.touchdown.sdr import stream
@@ -81,16 +83,21 @@ def test_streaming_needs_the_release_and_a_feature_shape(tmp_path, tfds_dir, rel
 
 
 @pytest.mark.slow
-def test_a_killed_streaming_run_resumes_to_the_same_results(tmp_path, tfds_dir, release):
+def test_a_killed_streaming_run_resumes_to_the_same_results(tmp_path, tfds_dir, release, bucket):
+    """The killed and resumed run reads its release from a (fake) bucket, `gs://rel/sdr`: each
+    process reads its rows' feature maps from there, no copy on the host's disk."""
     manual = release[0]
+    shutil.copytree(manual, bucket / "rel" / "sdr")
     with xla_optimizations(False):
         expected = SDR.train.train_and_evaluate(config(manual, tfds_dir), str(tmp_path / "one"))
         with pytest.raises(Crash):
-            SDR.train.train_and_evaluate(config(manual, tfds_dir), str(tmp_path / "two"),
+            SDR.train.train_and_evaluate(config("gs://rel/sdr", tfds_dir), str(tmp_path / "two"),
                                          hooks=[crash_after(6)])
         meta = tmp_path / "two" / "checkpoints" / "4" / "meta" / "metadata"
         assert json.loads(meta.read_text())["data_state"] == {"next_index": 4}
-        resumed = SDR.train.train_and_evaluate(config(manual, tfds_dir), str(tmp_path / "two"))
+        resumed = SDR.train.train_and_evaluate(config("gs://rel/sdr", tfds_dir),
+                                               str(tmp_path / "two"))
+    expected["config"]["data"]["manual_dir"] = "gs://rel/sdr"
     assert resumed == expected
     assert resumed["test"]["examples"] == 10
     assert (tmp_path / "one" / "heatmaps.png").exists()

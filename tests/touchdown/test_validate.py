@@ -87,3 +87,15 @@ def test_routes_are_checked_against_the_graph(tmp_path):
         os.remove(manual / name)
     problems, _ = validate.validate_release(str(manual))
     assert "no record file (expected any of train.json" in problems[0]
+
+
+def test_the_command_checks_each_dataset(tmp_path):
+    """`experiments.validate.report` runs each system's checker: an empty folder is a problem
+    for every release, named with what was expected."""
+    from experiments.validate import DATASETS, report
+    expected = {"touchdown": "no record file", "rxr": "no annotation file",
+                "arramon": "no instance file", "talk_the_walk": "Talk The Walk dialogues"}
+    for dataset in DATASETS:
+        text, bad = report(dataset, str(tmp_path))
+        assert bad >= 1 and text.startswith(f"{dataset}: ") and str(tmp_path) in text, text
+        assert expected[dataset] in text

@@ -125,8 +125,7 @@ def read_feature(path: str) -> np.ndarray:
     if not paths.resolve(path).is_file():
         raise FileNotFoundError(f"{path}: file not found (its pose file lists it). {HINT}")
     try:
-        with paths.resolve(path).open("rb") as f:
-            x = np.load(f, allow_pickle=False)
+        x = paths.load_numpy(path)
     except (OSError, ValueError, EOFError) as e:
         raise FeatureFormatError(f"{path}: unreadable as .npy ({type(e).__name__}: {e})"
                                  ) from None
@@ -136,7 +135,11 @@ def read_feature(path: str) -> np.ndarray:
     if not np.all(np.isfinite(x)):
         raise FeatureFormatError(f"{path}: holds {int(np.sum(~np.isfinite(x)))} non-finite "
                                  "values")
-    return x.astype(np.float16)
+    half = x.astype(np.float16)
+    if not np.all(np.isfinite(half)):   # beyond float16's 65504: inf in the packed cache
+        raise FeatureFormatError(f"{path}: {int(np.sum(~np.isfinite(half)))} values beyond "
+                                 "float16's range (|x| > 65504), the packed cache's type")
+    return half
 
 
 def recorded_steps(poses: Mapping, phase: str, turn: int, length: int, where: str) -> np.ndarray:
@@ -188,9 +191,9 @@ class PackedFeatures:
         return out
 
 
-def _stat(path: str) -> list:
-    st = os.stat(path)
-    return [os.path.basename(path), st.st_size, st.st_mtime_ns]
+def _listed(folder: str) -> dict[str, tuple[int, int, int]]:
+    """{file name: (size, mtime ns, ctime ns)} of a folder, in one listing (none if absent)."""
+    return paths.file_stats(folder) if paths.isdir(folder) else {}
 
 
 def pack(features_dir: str, records: Sequence[Mapping], lengths: Mapping[str, np.ndarray],
@@ -202,6 +205,11 @@ def pack(features_dir: str, records: Sequence[Mapping], lengths: Mapping[str, np
     n = len(records)
     length = np.stack([np.asarray(lengths[p]) for p in PHASES], -1).astype(np.int64)  # [N, 2, 2]
     poses, sources = [], [PACK_VERSION, missing]
+    listed = {d: _listed(paths.join(features_dir, d)) for d in (POS_DIR, VFEAT_DIR)}
+
+    def stat(path: str, folder: str) -> list:
+        size, mtime, _ = listed[folder][os.path.basename(path)]
+        return [os.path.basename(path), size, mtime]
     for i, rec in enumerate(records):
         pz = read_poses(features_dir, rec["mapId"])
         where = pose_path(features_dir, rec["mapId"])
@@ -212,13 +220,13 @@ def pack(features_dir: str, records: Sequence[Mapping], lengths: Mapping[str, np
         poses.append(steps)
         used = [feature_path(features_dir, rec["mapId"], PHASES[p], turn, t)
                 for (turn, p), s in steps.items() for t in np.flatnonzero(s)]
-        missing_files = [f for f in used if not os.path.isfile(f)]
+        missing_files = [f for f in used if os.path.basename(f) not in listed[VFEAT_DIR]]
         if missing_files:
             raise FileNotFoundError(f"{missing_files[0]}: file not found ({len(missing_files)} "
                                     f"feature files of mapId {rec['mapId']} are missing; its pose "
                                     f"file {where} lists them). {HINT}")
-        sources.append([str(rec["mapId"]), length[i].tolist(), _stat(where)]
-                       + [_stat(f) for f in used])
+        sources.append([str(rec["mapId"]), length[i].tolist(), stat(where, POS_DIR)]
+                       + [stat(f, VFEAT_DIR) for f in used])
     fingerprint = hashlib.sha256(json.dumps(sources).encode()).hexdigest()[:24]
     folder = os.path.join(cache_dir, fingerprint)
     offset = np.zeros((n, 2, 2), np.int64)

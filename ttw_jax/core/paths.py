@@ -8,8 +8,10 @@ on an object store a single object upload (which readers see whole or not at all
 """
 from __future__ import annotations
 
+import io
 import os
 
+import numpy as np
 from etils import epath
 
 PathLike = epath.PathLike
@@ -55,3 +57,90 @@ def write_bytes(path: PathLike, data: bytes) -> None:
     tmp = epath.Path(f"{path}.tmp.{os.getpid()}")
     tmp.write_bytes(data)
     os.replace(tmp, path)
+
+
+# Reading a data folder (a release: records, graphs, features) wherever it lives. Local paths
+# take the plain `os` / numpy calls (and memory maps); URIs go through `etils.epath`.
+
+def join(p: PathLike, *parts: str) -> str:
+    """`os.path.join` that keeps a URI's scheme (`gs://b/x` + `y` -> `gs://b/x/y`)."""
+    return os.path.join(os.fspath(p), *parts)
+
+
+def exists(p: PathLike) -> bool:
+    return os.path.exists(p) if not is_uri(p) else resolve(p).exists()
+
+
+def isfile(p: PathLike) -> bool:
+    return os.path.isfile(p) if not is_uri(p) else resolve(p).is_file()
+
+
+def isdir(p: PathLike) -> bool:
+    return os.path.isdir(p) if not is_uri(p) else resolve(p).is_dir()
+
+
+def listdir(p: PathLike) -> list[str]:
+    """The names in folder `p` (FileNotFoundError when it is not there)."""
+    if not is_uri(p):
+        return os.listdir(p)
+    folder = resolve(p)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{p}: no such folder")
+    return [c.name for c in folder.iterdir()]
+
+
+def open_binary(p: PathLike):
+    """A binary file object for reading (seekable, also on a bucket)."""
+    return open(p, "rb") if not is_uri(p) else resolve(p).open("rb")
+
+
+def load_numpy(p: PathLike, mmap_mode: str | None = None):
+    """`np.load` of an `.npy` array or `.npz` archive, never unpickled; `mmap_mode` maps a local
+    `.npy`, a URI is read into memory."""
+    if not is_uri(p):
+        return np.load(p, mmap_mode=mmap_mode, allow_pickle=False)
+    with resolve(p).open("rb") as f:
+        return np.load(io.BytesIO(f.read()), allow_pickle=False)
+
+
+def _stamp_ns(info: dict) -> int:
+    """A remote object's modification stamp in ns, from whichever field its store reports."""
+    for key in ("mtime", "updated", "LastModified", "last_modified", "created"):
+        value = info.get(key)
+        if value is None:
+            continue
+        if hasattr(value, "timestamp"):
+            return int(value.timestamp() * 1e9)
+        if isinstance(value, (int, float)):
+            return int(value * 1e9)
+        try:
+            import datetime
+            return int(datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+                       .timestamp() * 1e9)
+        except ValueError:
+            continue
+    return int(info.get("generation", 0) or 0)
+
+
+def file_stats(folder: PathLike) -> dict[str, tuple[int, int, int]]:
+    """{path under `folder`: (size, mtime ns, ctime ns)} of every file below it, hidden files
+    and folders (a leading '.') skipped. A bucket is listed in one recursive listing (object
+    stores return sizes and times with the names), not one request per file; its ctime is 0."""
+    out = {}
+    if not is_uri(folder):
+        for dirpath, dirnames, files in os.walk(folder):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for f in sorted(x for x in files if not x.startswith(".")):
+                path = os.path.join(dirpath, f)
+                st = os.stat(path)
+                out[os.path.relpath(path, folder)] = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        return out
+    import fsspec
+    fs, root = fsspec.core.url_to_fs(os.fspath(resolve(folder)))
+    root = root.rstrip("/")
+    for name, info in sorted(fs.find(root, detail=True).items()):
+        rel = name[len(root):].lstrip("/") if name.startswith(root) else name
+        if info.get("type", "file") != "file" or any(p.startswith(".") for p in rel.split("/")):
+            continue
+        out[rel] = (int(info.get("size") or 0), _stamp_ns(info), 0)
+    return out

@@ -55,7 +55,7 @@ def damaged(path: Any, error: ErrorType = RecordFormatError) -> Iterator[None]:
 def check_npy_size(path: Any, error: ErrorType = RecordFormatError) -> tuple[tuple, np.dtype]:
     """(shape, dtype) from an `.npy` file's header, after checking that the file holds every
     byte the header announces (a truncated file is `error` naming it and both sizes)."""
-    with damaged(path, error), open(path, "rb") as f:
+    with damaged(path, error), paths.open_binary(path) as f:
         version = np.lib.format.read_magic(f)
         read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
                        else np.lib.format.read_array_header_2_0)

@@ -11,6 +11,8 @@ import os
 
 import numpy as np
 
+from ttw_jax.core import paths
+
 FORMATS = (".safetensors", ".npz", ".pt", ".pth")
 
 
@@ -19,21 +21,23 @@ def read_state_dict(path: str, what: str = "state dict") -> dict[str, np.ndarray
     suffix = os.path.splitext(path)[1].lower()
     if suffix not in FORMATS:
         raise ValueError(f"{path}: a {what} is a {', '.join(FORMATS)} file, not {suffix!r}")
-    if not os.path.isfile(path):
+    if not paths.isfile(path):
         raise FileNotFoundError(f"{what} not found: {path}")
     if suffix == ".npz":
-        with np.load(path, allow_pickle=False) as z:
+        with paths.load_numpy(path) as z:
             return {k.removeprefix("state/"): z[k] for k in z.files
                     if k.startswith("state/") or "." in k}
     if suffix == ".safetensors":
-        from safetensors.numpy import load_file
-        return load_file(path)
+        from safetensors.numpy import load as load_bytes
+        with paths.open_binary(path) as f:
+            return load_bytes(f.read())
     try:
         import torch
     except ImportError:
         raise ImportError(f"{path}: reading a PyTorch {what} needs torch (pip install "
                           "torch), or save its state dict as .safetensors / .npz") from None
-    obj = torch.load(path, map_location="cpu", weights_only=True)
+    with paths.open_binary(path) as f:
+        obj = torch.load(f, map_location="cpu", weights_only=True)
     state = obj.get("state_dict", obj) if isinstance(obj, dict) else None
     if not isinstance(state, dict):
         raise ValueError(f"{path}: not a state dict nor a dict holding 'state_dict'")

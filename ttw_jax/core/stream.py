@@ -47,6 +47,8 @@ class BatchStream:
             raise ValueError(f"the global batch ({global_batch}) must be a positive multiple of "
                              f"the number of processes ({process_count})")
         self.n, self.global_batch, self.seed = n, global_batch, seed
+        self.process_count = process_count
+        self.row_of = None   # of_rows with an index: stream example i is row row_of[i]
         self.local = global_batch // process_count
         offset = process_index * self.local
 
@@ -72,13 +74,21 @@ class BatchStream:
         else:
             index = np.asarray(index)
             load, n = (lambda i: {k: arrays[k][int(index[i])] for k in keys}), len(index)
-        return cls(load, n, global_batch, seed, jax.process_index(), jax.process_count(),
-                   num_threads)
+        stream = cls(load, n, global_batch, seed, jax.process_index(), jax.process_count(),
+                     num_threads)
+        stream.row_of = index
+        return stream
 
     def indices(self, step: int, process_index: int = 0) -> np.ndarray:
         """The example indices of process `process_index`'s rows of global batch `step` (0-based)."""
         lo = step * self.global_batch + process_index * self.local
         return np.asarray([example_index(g, self.n, self.seed) for g in range(lo, lo + self.local)])
+
+    def global_rows(self, step: int) -> np.ndarray:
+        """The rows (of `of_rows`'s arrays; example indices otherwise) of every process's part
+        of global batch `step` (0-based), in batch order: what a non-finite loss names."""
+        rows = np.concatenate([self.indices(step, p) for p in range(self.process_count)])
+        return rows if self.row_of is None else self.row_of[rows]
 
     def __iter__(self):
         return self

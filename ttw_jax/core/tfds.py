@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 
 import tensorflow_datasets as tfds
 from absl import logging
@@ -56,37 +55,14 @@ def file_sha256(path: paths.PathLike, chunk: int = 1 << 22) -> str:
     return h.hexdigest()
 
 
-def _stats(manual_dir: str) -> dict[str, list[int]]:
-    """{path under `manual_dir`: [size, mtime ns, ctime ns]} (ctime 0 on a bucket), hidden files
-    and folders skipped."""
-    root = paths.resolve(manual_dir)
-    out = {}
-    if paths.is_uri(root):
-        bare = os.fspath(root).split("://", 1)[1]              # walk yields scheme-less folders
-        for dirpath, dirnames, files in root.walk():        # buckets do not glob recursively
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-            sub = os.path.relpath(os.fspath(dirpath).split("://", 1)[-1], bare)
-            for f in sorted(x for x in files if not x.startswith(".")):
-                rel = os.path.normpath(os.path.join(sub, f))
-                st = (root / rel).stat()
-                out[rel] = [st.length, int(st.mtime * 1e9), 0]
-        return out
-    for dirpath, dirnames, files in os.walk(manual_dir):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for f in sorted(x for x in files if not x.startswith(".")):
-            path = os.path.join(dirpath, f)
-            st = os.stat(path)
-            out[os.path.relpath(path, manual_dir)] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns]
-    return out
-
-
 def source_fingerprint(manual_dir: str, previous: dict | None = None) -> dict[str, list]:
     """{path under `manual_dir`: [size, mtime ns, ctime ns, sha256]} of every file in it (hidden
     ones skipped; `manual_dir` may be any `paths.resolve` path). A file whose size and times are
     those of its entry in `previous` (an earlier fingerprint) keeps that entry's hash unread."""
     previous = previous or {}
     out = {}
-    for rel, st in _stats(manual_dir).items():
+    for rel, st in paths.file_stats(manual_dir).items():
+        st = list(st)
         old = previous.get(rel)
         reuse = old is not None and len(old) == 4 and list(old[:3]) == st
         out[rel] = st + [old[3] if reuse else file_sha256(paths.resolve(manual_dir) / rel)]

@@ -11,7 +11,7 @@ import os
 from typing import Sequence
 
 from ttw_datasets.rxr import rxr_dataset_builder as rxr_builder
-from ttw_jax.core import records as core
+from ttw_jax.core import paths, records as core
 from ttw_jax.core import tfds as ttw_tfds
 from ttw_jax.rxr import records as rr
 
@@ -52,7 +52,7 @@ def record_location(config, split: str, rec: dict, manual_dir: str | None = None
     if manual_dir:
         if rec["annotator"] == "r2r":
             path = os.path.join(manual_dir, rxr_builder.R2R_FILES.get(split, ""))
-            if os.path.isfile(path):
+            if paths.isfile(path):
                 entries = core.read_json(path)
                 for i, entry in enumerate(entries if isinstance(entries, list) else []):
                     if isinstance(entry, dict) and entry.get("path_id") == rec["path_id"]:

@@ -142,6 +142,13 @@ def _text_features(records: Sequence[dict], max_tokens: int) -> tuple[np.ndarray
     report_truncation([len(f) for f in feats], max_tokens,
                       "instructions' text features (data.max_tokens)", "subwords")
     dim = feats[0].shape[-1] if feats else 0
+    other = next((r for r, f in zip(records, feats) if f.ndim != 2 or f.shape[-1] != dim), None)
+    if other is not None:
+        raise ValueError(f"instruction {other['instruction_id']}: text features of shape "
+                         f"{np.asarray(other['text_features']).shape}, expected [subwords, {dim}] "
+                         f"like instruction {records[0]['instruction_id']}'s (its "
+                         "text_features/..._text_features.npz file; `python -m "
+                         "experiments.validate --dataset=rxr` lists every such file)")
     out = np.zeros((len(feats), max_tokens, dim), ml_dtypes.bfloat16)
     lengths = np.ones(len(feats), np.int32)
     for i, f in enumerate(feats):
@@ -165,6 +172,9 @@ def _streamed_text_features(records: Sequence[dict], max_tokens: int,
 
     def row(i: int) -> np.ndarray:
         f = read(rows[i])[:max_tokens]
+        if f.ndim != 2 or f.shape[-1] != dim:
+            raise ValueError(f"instruction {records[i]['instruction_id']}: text features of "
+                             f"shape {f.shape}, expected [subwords, {dim}] like the others")
         out = np.zeros((max_tokens, dim), ml_dtypes.bfloat16)
         out[:len(f)] = f.astype(ml_dtypes.bfloat16)
         return out

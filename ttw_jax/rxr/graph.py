@@ -17,6 +17,7 @@ import numpy as np
 from flax import struct
 from scipy.sparse import csgraph
 
+from ttw_jax.core import paths
 from ttw_jax.core.pano_graph import NodeTable, PanoGraph, adjacency, build_graph
 from ttw_jax.core.records import (RecordFormatError, is_nonempty_string, is_number, list_of,
                                   read_json_list, shown)
@@ -62,11 +63,11 @@ def read_connectivity(path: str) -> list[dict]:
 
 def list_scans(connectivity_dir: str) -> list[str]:
     """Scan ids with a connectivity file, sorted."""
-    if not os.path.isdir(connectivity_dir):
+    if not paths.isdir(connectivity_dir):
         raise FileNotFoundError(f"Matterport connectivity directory missing: {connectivity_dir}. "
                                 f"{SOURCE_HINT}")
     suffix = "_connectivity.json"
-    return sorted(f[:-len(suffix)] for f in os.listdir(connectivity_dir) if f.endswith(suffix))
+    return sorted(f[:-len(suffix)] for f in paths.listdir(connectivity_dir) if f.endswith(suffix))
 
 
 def edge_angles(delta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -88,7 +88,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ttw_jax.core import records as core
+from ttw_jax.core import paths, records as core
 from ttw_jax.rxr.views import (NUM_VIEWS, nearest_view, observed_pixels, pooled_view_mask,
                                view_regions)
 
@@ -271,7 +271,7 @@ def load_pose_trace(path: str) -> dict:
     (k path viewpoints, m text-feature subwords; the last three keys are optional, as in older
     traces), validated (PoseTraceError naming the file and the key)."""
     with core.damaged(path, PoseTraceError):
-        data = np.load(path, allow_pickle=False)
+        data = paths.load_numpy(path)
     if not hasattr(data, "files"):
         raise PoseTraceError(f"{path}: not an .npz archive (a single array)")
     with data:
@@ -372,7 +372,7 @@ def load_text_features(path: str) -> np.ndarray:
     row per multilingual-BERT subword; `tokens` [m] or [m, 1] optional) or a `.npy` [L, D]
     (PoseTraceError naming the file and key)."""
     with core.damaged(path, PoseTraceError):
-        data = np.load(path, allow_pickle=False)
+        data = paths.load_numpy(path)
     if hasattr(data, "files"):
         with data:
             arr = _trace_array(data, "features", path, "fiu")
@@ -397,7 +397,7 @@ def load_text_features(path: str) -> np.ndarray:
 def load_text_tokens(path: str) -> list[str]:
     """The subword tokens of a release text-feature `.npz` (`tokens` [m] or [m, 1]); [] when the
     file has none or stores them as Python objects (which would need pickle)."""
-    with core.damaged(path, PoseTraceError), np.load(path, allow_pickle=False) as data:
+    with core.damaged(path, PoseTraceError), paths.load_numpy(path) as data:
         tokens = _member(data, "tokens", path) if "tokens" in data.files else None
     if tokens is None:
         return []
@@ -413,7 +413,7 @@ def cross_translations(records: Sequence[dict], manual_dir: str, split: str | No
     `language` L's tag ("hi-IN", "te-IN"; "en" for English, whose locale a translation does not
     have), `translated_from` the original language, the instruction as the features' subword
     tokens (without [CLS] / [SEP]) and no pose-trace masks (they index the original's words)."""
-    files = _FileIndex()
+    files = FileIndex()
     out = []
     for rec in records:
         if rec["annotator"] != "guide" or rec.get("translated_from"):
@@ -435,7 +435,7 @@ def cross_translations(records: Sequence[dict], manual_dir: str, split: str | No
     return out
 
 
-class _FileIndex:
+class FileIndex:
     """Names of the files in a few directories, listed once each (missing directory: none)."""
 
     def __init__(self):
@@ -445,8 +445,8 @@ class _FileIndex:
         for path in candidates:
             folder, name = os.path.split(path)
             if folder not in self._names:
-                self._names[folder] = (frozenset(os.listdir(folder)) if os.path.isdir(folder)
-                                       else frozenset())
+                self._names[folder] = (frozenset(paths.listdir(folder))
+                                       if paths.isdir(folder) else frozenset())
             if name in self._names[folder]:
                 return path
         return None
@@ -578,7 +578,7 @@ def check_record(rec: Mapping[str, Any], where: str) -> dict:
 
 # ----------------------------------------------------------------------------- R2R
 
-def read_r2r(path: str, manual_dir: str | None = None) -> list[dict]:
+def read_r2r(path: str, manual_dir: str | None = None, bodies: bool = True) -> list[dict]:
     """The instruction records of an R2R JSON file, in file order (entry by entry, then
     instruction by instruction).
 
@@ -586,13 +586,14 @@ def read_r2r(path: str, manual_dir: str | None = None) -> list[dict]:
     instructions: [1-10 strings]} (the release has 3, a few train / val paths have 4). Instruction
     k of a path gets `instruction_id = path_id * 10 + k`, language "en", annotator "r2r", no
     words and no masks; `text_features/{instruction_id:06d}.npy` in `manual_dir` (default: the
-    file's directory) is attached when present. FileNotFoundError for a missing file,
+    file's directory) is attached when present (`bodies=False`: never looked up, for
+    `ttw_jax.rxr.validate`, which checks those files one by one). FileNotFoundError for a missing file,
     RecordFormatError "{path}: entry {i}: field '...'" (i from 0) for a malformed entry or a
     path_id repeated within the file.
     """
     data = core.read_json_list(path, "paths", RecordFormatError, R2R_HINT)
     manual_dir = os.path.dirname(path) if manual_dir is None else manual_dir
-    files = _FileIndex()
+    files = FileIndex()
     records: list[dict] = []
     seen: dict[int, int] = {}
     for i, entry in enumerate(data):
@@ -612,7 +613,7 @@ def read_r2r(path: str, manual_dir: str | None = None) -> list[dict]:
                              f"a list of 1 to {R2R_IDS_PER_PATH} strings")
         for k, text in enumerate(instructions):
             iid = path_id * R2R_IDS_PER_PATH + k
-            tf = files.find(text_features_candidates(manual_dir, iid, "en"))
+            tf = files.find(text_features_candidates(manual_dir, iid, "en")) if bodies else None
             records.append(new_record(
                 instruction_id=iid, path_id=path_id, scan=scan, path=list(viewpoints),
                 heading=heading, instruction=text, language="en", annotator="r2r",
@@ -643,7 +644,7 @@ def rxr_file_names(split: str, annotator: str) -> tuple[str, ...]:
 
 def read_rxr(path: str, guides: Mapping[int, Mapping[str, Any]] | None = None,
              manual_dir: str | None = None, world_up: str = "auto",
-             guide_fields: dict[int, dict] | None = None) -> list[dict]:
+             guide_fields: dict[int, dict] | None = None, bodies: bool = True) -> list[dict]:
     """The instruction records of an RxR guide or follower file (gzip JSON lines, or plain
     `.jsonl`), in file order; blank lines are skipped.
 
@@ -655,7 +656,8 @@ def read_rxr(path: str, guides: Mapping[int, Mapping[str, Any]] | None = None,
     `GUIDE_FIELDS` takes it from `guides[instruction_id]`, the raw fields of the guide line (as
     collected by `guide_fields` of an earlier call on the guide file: that dict, when given, is
     filled with instruction_id -> the line's `GUIDE_FIELDS`). Pose traces and text features are
-    looked up in `manual_dir` (default: the file's directory; see the module docstring).
+    looked up in `manual_dir` (default: the file's directory; see the module docstring); not at
+    all with `bodies=False` (`ttw_jax.rxr.validate` checks them one by one).
 
     FileNotFoundError for a missing file; RecordFormatError "{path}:{line}: ..." naming the field
     for a malformed line or an instruction_id repeated within the file; PoseTraceError naming the
@@ -663,7 +665,7 @@ def read_rxr(path: str, guides: Mapping[int, Mapping[str, Any]] | None = None,
     """
     split, annotator = parse_rxr_file_name(path) or (None, None)
     manual_dir = os.path.dirname(path) if manual_dir is None else manual_dir
-    files = _FileIndex()
+    files = FileIndex()
     records: list[dict] = []
     seen: dict[int, int] = {}
     for where, line_no, raw in core.read_jsonl(path, RecordFormatError, RXR_HINT):
@@ -681,6 +683,9 @@ def read_rxr(path: str, guides: Mapping[int, Mapping[str, Any]] | None = None,
         file_id = iid
         if who == "follower" and raw.get("demonstration_id") is not None:
             file_id = _fields(raw, where).int("demonstration_id", 0)
+        if not bodies:
+            records.append(rec)
+            continue
         trace = files.find(pose_trace_candidates(manual_dir, file_id, who, split))
         if trace is not None:
             rec["step_words"], rec["step_views"], rec["step_subwords"] = pose_trace_masks(
@@ -695,7 +700,7 @@ def read_rxr(path: str, guides: Mapping[int, Mapping[str, Any]] | None = None,
 def find_rxr_file(manual_dir: str, split: str, annotator: str) -> str | None:
     """Path of the RxR annotation file of (split, annotator) in `manual_dir`, None if absent."""
     return next((p for p in (os.path.join(manual_dir, n) for n in rxr_file_names(split, annotator))
-                 if os.path.isfile(p)), None)
+                 if paths.isfile(p)), None)
 
 
 def read_rxr_split(manual_dir: str, split: str, annotators: Sequence[str] = ("guide",),
@@ -707,22 +712,22 @@ def read_rxr_split(manual_dir: str, split: str, annotators: Sequence[str] = ("gu
     unknown = [a for a in annotators if a not in ("guide", "follower")]
     if unknown:
         raise ValueError(f"RxR annotators are 'guide' and 'follower', got {unknown}")
-    paths = {a: find_rxr_file(manual_dir, split, a) for a in ("guide", "follower")}
+    files = {a: find_rxr_file(manual_dir, split, a) for a in ("guide", "follower")}
     for a in annotators:
-        if paths[a] is None:
+        if files[a] is None:
             raise FileNotFoundError(
                 f"RxR {a} file of split {split!r} missing in {manual_dir}: expected "
                 f"{' or '.join(rxr_file_names(split, a))}. {RXR_HINT}")
     out: list[dict] = []
     guides = None
-    if "guide" in annotators or ("follower" in annotators and paths["guide"] is not None):
+    if "guide" in annotators or ("follower" in annotators and files["guide"] is not None):
         guides = {}
-        recs = read_rxr(paths["guide"], manual_dir=manual_dir, world_up=world_up,
+        recs = read_rxr(files["guide"], manual_dir=manual_dir, world_up=world_up,
                         guide_fields=guides if "follower" in annotators else None)
         if "guide" in annotators:
             out += recs
     if "follower" in annotators:
-        out += read_rxr(paths["follower"], guides=guides, manual_dir=manual_dir,
+        out += read_rxr(files["follower"], guides=guides, manual_dir=manual_dir,
                         world_up=world_up)
     return out
 

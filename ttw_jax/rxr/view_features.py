@@ -295,6 +295,11 @@ def _npz(path: str) -> tuple[list[str], np.ndarray]:
             raise ViewFeatureError(f"{path}: array 'ids': viewpoint {key} at rows {first[key]} "
                                    f"and {i}")
         first[key] = i
+    finite = np.isfinite(feats).all(axis=(1, 2))
+    if not finite.all():
+        row = int(np.argmin(finite))
+        raise ViewFeatureError(f"{path}: array 'features': non-finite values in row {row} "
+                               f"(viewpoint {ids[row]})")
     return ids, feats
 
 

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ttw_jax.core import paths
 from ttw_jax.core.pano_graph import NodeTable, PanoGraph
+from ttw_jax.core.records import damaged
 
 NUM_HEADINGS, NUM_ELEVATIONS = 12, 3
 NUM_VIEWS = NUM_HEADINGS * NUM_ELEVATIONS
@@ -189,10 +190,12 @@ def synthetic_view_features(graph: PanoGraph, landmarks: np.ndarray, num_landmar
 def load_view_features(path: str, nodes: NodeTable) -> np.ndarray:
     """[N, 36, D] float32 from a user `.npz` (`ids` [V] str, `features` [V, 36, D]); every node
     of `nodes` must be present (ids "scan/viewpoint" or "scan_viewpoint")."""
-    if not os.path.exists(path):
+    if not paths.exists(path):
         raise FileNotFoundError(f"view-feature file missing: {path} (an .npz with 'ids' [V] and "
                                 f"'features' [V, 36, D]; see BUILD.md, Room-across-Room)")
-    with np.load(path, allow_pickle=False) as z:
+    with damaged(path, ValueError), paths.load_numpy(path) as z:
+        if not hasattr(z, "files"):
+            raise ValueError(f"{path}: a single array, expected an .npz with 'ids' and 'features'")
         for key in ("ids", "features"):
             if key not in z:
                 raise ValueError(f"{path}: missing array '{key}'")

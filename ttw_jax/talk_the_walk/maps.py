@@ -14,6 +14,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from ttw_jax.core import paths
 from ttw_jax.core.records import RecordFormatError, is_int, read_json
 
 # Landmark ids: 0 is padding, 10 is what a corner without landmarks shows.
@@ -76,7 +77,7 @@ def map_paths(maps_dir: str, name: str) -> tuple[str, str]:
 
 def find_map_file(maps_dir: str, name: str) -> str | None:
     for path in map_paths(maps_dir, name):
-        if os.path.isfile(path):
+        if paths.isfile(path):
             return path
     return None
 
@@ -139,7 +140,7 @@ def load_map(path: str, name: str, boundary: tuple[int, int] | None = None) -> N
 
 def load_maps(maps_dir: str, names: Sequence[str] = ()) -> list[NeighborhoodMap]:
     """Loads the named neighbourhoods (all that exist in `maps_dir` when `names` is empty)."""
-    if not os.path.isdir(maps_dir):
+    if not paths.isdir(maps_dir):
         raise FileNotFoundError(f"{maps_dir}: maps directory not found. {SOURCE_HINT}")
     requested = list(names) or list(NEIGHBORHOODS)
     maps, missing = [], []

@@ -19,12 +19,12 @@ learn to follow streets and count intersections with no images.
 """
 from __future__ import annotations
 
-import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ttw_jax.core import paths
 from ttw_jax.core.pano_graph import NodeTable, PanoGraph
 from ttw_jax.core.records import damaged
 from ttw_jax.touchdown import projection
@@ -139,11 +139,11 @@ def load_pano_features(path: str, nodes: NodeTable) -> tuple[np.ndarray, str]:
     `convention` (a string of CONVENTIONS; "centred" when absent; `official_navigation_table`
     writes "official"); every graph node must be present (extra panoids are ignored).
     """
-    if not os.path.exists(path):
+    if not paths.exists(path):
         raise FileNotFoundError(f"panorama feature file missing: {path} (an .npz with 'panoids' "
                                 "[M] and 'features' [M, W, C]); leave the path empty to use "
                                 "synthetic features")
-    with damaged(path, ValueError), np.load(path, allow_pickle=False) as z:
+    with damaged(path, ValueError), paths.load_numpy(path) as z:
         arrays = {k: z[k] for k in ("panoids", "features", "convention") if k in z}
     for key in ("panoids", "features"):
         if key not in arrays:
@@ -182,16 +182,16 @@ def official_navigation_table(feature_dir: str, panoids, dtype=np.float16,
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     panoids = [str(p) for p in panoids]
-    paths = [os.path.join(feature_dir, f"{p}.npy") for p in panoids]
-    missing = [p for p in paths if not os.path.isfile(p)]
+    files = [paths.join(feature_dir, f"{p}.npy") for p in panoids]
+    missing = [p for p in files if not paths.isfile(p)]
     if missing:
-        raise FileNotFoundError(f"{len(missing)} of {len(paths)} official feature files missing "
+        raise FileNotFoundError(f"{len(missing)} of {len(files)} official feature files missing "
                                 f"in {feature_dir}, e.g. {missing[:3]} (one `<panoid>.npy` "
                                 "[H, W, C] per panorama, see BUILD.md)")
     out, first = None, None
-    for i, path in enumerate(paths):
+    for i, path in enumerate(files):
         with damaged(path, ValueError):
-            x = np.load(path, allow_pickle=False)
+            x = paths.load_numpy(path)
         if x.dtype.kind not in "fiu" or not np.isfinite(x).all():
             raise ValueError(f"{path}: the feature map must be finite numbers ({x.dtype})")
         if x.ndim != 3 or (first is not None and x.shape != first):
@@ -206,7 +206,7 @@ def official_navigation_table(feature_dir: str, panoids, dtype=np.float16,
             x = x.mean(0) if layout == "rows" else x.mean(-1, keepdims=True)
         if out is None:   # one allocation: the images of all panoramas are gigabytes
             first = shape
-            out = np.empty((len(paths),) + x.shape, np.uint8 if layout == "rgb" else dtype)
+            out = np.empty((len(files),) + x.shape, np.uint8 if layout == "rgb" else dtype)
         out[i] = x
     return out
 

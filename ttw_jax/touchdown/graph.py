@@ -12,6 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ttw_jax.core import paths
 from ttw_jax.core.pano_graph import NodeTable, PanoGraph, build_graph
 from ttw_jax.core.records import RecordFormatError, read_lines
 
@@ -50,35 +51,35 @@ def _parse(path, line_no, name, value, kind, lo: float = -math.inf, hi: float = 
 
 def read_graph_files(graph_dir: str) -> tuple[list[NodeRow], list[LinkRow]]:
     """Parses `graph_dir/nodes.txt` and `graph_dir/links.txt` (raises naming missing files)."""
-    paths = [os.path.join(graph_dir, f) for f in GRAPH_FILES]
-    missing = [p for p in paths if not os.path.exists(p)]
+    files = [paths.join(graph_dir, f) for f in GRAPH_FILES]
+    missing = [p for p in files if not paths.exists(p)]
     if missing:
         raise FileNotFoundError(f"Touchdown graph files missing: {', '.join(missing)}. "
                                 f"{SOURCE_HINT}")
     nodes: list[NodeRow] = []
     seen: dict[str, int] = {}
-    for i, line in read_lines(paths[0], GraphFormatError):
-        pid, yaw, lat, lng = _fields(paths[0], i, line, ("panoid", "pano_yaw_angle", "lat", "lng"))
+    for i, line in read_lines(files[0], GraphFormatError):
+        pid, yaw, lat, lng = _fields(files[0], i, line, ("panoid", "pano_yaw_angle", "lat", "lng"))
         if pid in seen:
-            raise GraphFormatError(f"{paths[0]}:{i}: field 'panoid': {pid!r} repeats line "
+            raise GraphFormatError(f"{files[0]}:{i}: field 'panoid': {pid!r} repeats line "
                                    f"{seen[pid]}")
         seen[pid] = i
-        nodes.append((pid, _parse(paths[0], i, "pano_yaw_angle", yaw, float, -360, 360),
-                      _parse(paths[0], i, "lat", lat, float, -90, 90),
-                      _parse(paths[0], i, "lng", lng, float, -180, 180)))
+        nodes.append((pid, _parse(files[0], i, "pano_yaw_angle", yaw, float, -360, 360),
+                      _parse(files[0], i, "lat", lat, float, -90, 90),
+                      _parse(files[0], i, "lng", lng, float, -180, 180)))
     links: list[LinkRow] = []
-    for i, line in read_lines(paths[1], GraphFormatError):
-        a, h, b = _fields(paths[1], i, line, ("start_panoid", "heading", "end_panoid"))
+    for i, line in read_lines(files[1], GraphFormatError):
+        a, h, b = _fields(files[1], i, line, ("start_panoid", "heading", "end_panoid"))
 
         def known(name, pid):
             if pid not in seen:
-                raise GraphFormatError(f"{paths[1]}:{i}: field '{name}': unknown panoid {pid!r} "
-                                       f"(not in {paths[0]})")
+                raise GraphFormatError(f"{files[1]}:{i}: field '{name}': unknown panoid {pid!r} "
+                                       f"(not in {files[0]})")
             return pid
 
-        links.append((known("start_panoid", a), _parse(paths[1], i, "heading", h, int, -360, 720),
+        links.append((known("start_panoid", a), _parse(files[1], i, "heading", h, int, -360, 720),
                       known("end_panoid", b)))
-    for path, rows in zip(paths, (nodes, links)):
+    for path, rows in zip(files, (nodes, links)):
         if not rows:
             raise GraphFormatError(f"{path}: no rows (an empty or blank file). {SOURCE_HINT}")
     return nodes, links

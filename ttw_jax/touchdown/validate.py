@@ -14,11 +14,11 @@ line or field) and goes on.
 """
 from __future__ import annotations
 
-import os
 from collections import Counter
 from typing import Sequence
 
 
+from ttw_jax.core import paths
 from ttw_jax.core.records import RecordFormatError, check_npy_size
 from ttw_jax.touchdown import records as tr
 from ttw_jax.touchdown.graph import read_graph_files
@@ -76,8 +76,8 @@ def validate_release(manual_dir: str, graph_dir: str | None = None, bodies: bool
             problems.append(str(e))
     views, found = set(), 0
     for name in RECORD_FILES.values():
-        path = os.path.join(manual_dir, name)
-        if not os.path.exists(path):
+        path = paths.join(manual_dir, name)
+        if not paths.exists(path):
             continue
         found += 1
         checked += 1
@@ -94,13 +94,13 @@ def validate_release(manual_dir: str, graph_dir: str | None = None, bodies: bool
     if not found:
         problems.append(f"{manual_dir}: no record file (expected any of "
                         f"{', '.join(RECORD_FILES.values())}). {tr.SOURCE_HINT}")
-    feature_dir = os.path.join(manual_dir, "features")
-    if os.path.isdir(feature_dir):
-        names = sorted(f for f in os.listdir(feature_dir) if f.endswith(".npy"))
+    feature_dir = paths.join(manual_dir, "features")
+    if paths.isdir(feature_dir):
+        names = sorted(f for f in paths.listdir(feature_dir) if f.endswith(".npy"))
         headers = {}                 # file -> (shape, dtype), or the error reading its header
         for f in names:
             try:
-                headers[f] = check_npy_size(os.path.join(feature_dir, f), ValueError)
+                headers[f] = check_npy_size(paths.join(feature_dir, f), ValueError)
             except ERRORS as e:
                 headers[f] = e
         # the reference: `feature_shape`, else the shape most maps' headers announce
@@ -112,7 +112,7 @@ def validate_release(manual_dir: str, graph_dir: str | None = None, bodies: bool
             try:
                 if isinstance(headers[f], Exception):
                     raise headers[f]
-                check_feature_file(os.path.join(feature_dir, f), headers[f], shape, bodies)
+                check_feature_file(paths.join(feature_dir, f), headers[f], shape, bodies)
             except ERRORS as e:
                 problems.append(str(e))
         missing = sorted(views - {f[:-4] for f in names})

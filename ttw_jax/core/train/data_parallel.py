@@ -91,23 +91,66 @@ def shard_global(tree, sharding: NamedSharding):
     return jax.tree_util.tree_map(put, tree)
 
 
-def episode_sampler(arrays: dict, batch_size: int, mesh: Mesh, index=None):
+class EpisodeSampler:
     """sample(key) -> {name: array[idx]} for `batch_size` episodes drawn uniformly with replacement
     from `arrays` (host arrays with a common leading axis, copied to every device once), or, with
     `index` [M] (row numbers, repeats allowed), from the rows `index` lists (a mixture: a row
-    listed twice is drawn twice as often); the batch comes back sharded along the 'data' axis."""
-    @jax.jit
-    def sample(key, device_arrays, index):
-        n = next(iter(device_arrays.values())).shape[0] if index is None else index.shape[0]
-        idx = jax.random.randint(key, (batch_size,), 0, n)
+    listed twice is drawn twice as often); the batch comes back sharded along the 'data' axis.
+
+    `rows(key)` -> [batch_size] the row numbers that `sample(key)` draws (on the host, the same
+    draw), and `examples(key)` their `names` (one string per row of `arrays`, e.g.
+    ``"train.json: route_id 17"``; default ``"row <i>"``): what a non-finite loss names.
+    """
+
+    def __init__(self, arrays: dict, batch_size: int, mesh: Mesh, index=None,
+                 names=None):
+        self.batch_size, self.mesh, self.names = batch_size, mesh, names
+        self._index = None if index is None else np.asarray(index, np.int32)
+        self._n = next(iter(arrays.values())).shape[0] if index is None else len(self._index)
+        self._arrays = replicate(arrays, mesh)
+        self._device_index = None if index is None else replicate(self._index, mesh)
+        self._draw = jax.jit(self._gather)
+
+    def _gather(self, key, device_arrays, index):
+        idx = jax.random.randint(key, (self.batch_size,), 0, self._n)
         if index is not None:
             idx = index[idx]
         return {k: v[idx] for k, v in device_arrays.items()}
-    device_arrays = replicate(arrays, mesh)
-    device_index = None if index is None else replicate(np.asarray(index, np.int32), mesh)
-    return lambda key: jax.lax.with_sharding_constraint(sample(key, device_arrays, device_index),
-                                                       batch_sharded(mesh))
 
+    def __call__(self, key):
+        return jax.lax.with_sharding_constraint(
+            self._draw(key, self._arrays, self._device_index), batch_sharded(self.mesh))
+
+    def rows(self, key) -> np.ndarray:
+        idx = np.asarray(jax.random.randint(key, (self.batch_size,), 0, self._n))
+        return idx if self._index is None else self._index[idx]
+
+    def examples(self, key) -> list[str]:
+        return [str(self.names[r]) if self.names is not None else f"row {r}"
+                for r in self.rows(key)]
+
+
+def episode_sampler(arrays: dict, batch_size: int, mesh: Mesh, index=None,
+                    names=None) -> EpisodeSampler:
+    """`EpisodeSampler(arrays, batch_size, mesh, index, names)`."""
+    return EpisodeSampler(arrays, batch_size, mesh, index, names)
+
+
+class StreamSampler:
+    """sample(key) -> this process's rows of the stream's next global batch (a
+    `ttw_jax.core.stream.BatchStream`), sharded along 'data' (`key` is unused: the stream's
+    order is fixed by its seed, and its state is checkpointed). `step_examples(step)` names the
+    rows of training step `step` (1-based: the stream's global batch `step - 1`) by `names`."""
+
+    def __init__(self, stream, mesh: Mesh, names=None):
+        self.stream, self.mesh, self.names = stream, mesh, names
+
+    def __call__(self, key=None):
+        return shard_process_local(next(self.stream), self.mesh)
+
+    def step_examples(self, step: int) -> list[str]:
+        return [str(self.names[r]) if self.names is not None else f"row {r}"
+                for r in self.stream.global_rows(step - 1)]
 
 
 def shard_process_local(tree, mesh: Mesh):

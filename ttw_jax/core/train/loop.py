@@ -3,6 +3,7 @@ orbax checkpoints of {state, best params} and metric logging; a killed run resum
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 import threading
 import time
@@ -47,6 +48,25 @@ def _any_process(flag: bool) -> bool:
     return bool(np.any(multihost_utils.process_allgather(np.asarray(flag))))
 
 
+def nonfinite_message(loss: float, step: int, saved: int, workdir, step_fn) -> str:
+    """The error of a non-finite training loss at `step`: the step, the batch's examples when
+    `step_fn.examples(step)` names them (all of them written to
+    `<workdir>/nonfinite_step_<step>.json` by process 0, the first 8 in the message) and where a
+    rerun resumes (`saved`, the last checkpointed step)."""
+    text = f"non-finite training loss ({loss}) at step {step} of {workdir}"
+    names = getattr(step_fn, "examples", lambda _: None)(step)
+    if names:
+        path = paths.resolve(workdir) / f"nonfinite_step_{step}.json"
+        if jax.process_index() == 0:
+            paths.write_text(path, json.dumps({"step": step, "loss": float(loss),
+                                               "examples": list(names)}, indent=1))
+        shown = ", ".join(names[:8]) + (f", ... ({len(names)} in all, listed in {path})"
+                                        if len(names) > 8 else f" (listed in {path})")
+        text += f"; its batch: {shown}"
+    return (f"{text}; nothing after step {saved} was checkpointed (a resumed run restarts there: "
+            "lower the learning rate or fix the data first)")
+
+
 def fit(state: Any, *, config: ml_collections.ConfigDict, workdir: str, writer: MetricWriter,
         place: Callable[[Any], Any], step_fn: Callable[[Any, int], tuple[Any, dict]],
         evaluate: Callable[[Any], dict], metric: str, mode: str = "max",
@@ -60,7 +80,8 @@ def fit(state: Any, *, config: ml_collections.ConfigDict, workdir: str, writer: 
     (`mode`), picks the best parameters and stops the run after `config.patience` evaluations
     without improvement. `place(tree)` puts host trees on the devices. Hosts sync every
     `config.log_every` steps, and a non-finite training `loss` then stops the run with a
-    `FloatingPointError` naming its step (the checkpoints before it are kept). A SIGTERM
+    `FloatingPointError` naming its step and, when `step_fn.examples(step)` exists
+    (`Run.step_fn`), the batch's examples (the checkpoints before it are kept). A SIGTERM
     (preemption) checkpoints the state at the next sync and raises `Preempted` (exit status 0).
     `hooks` are called with the step number after every step. `data`: a streaming iterator
     (`ttw_jax.core.stream.BatchStream`) that `step_fn` reads; its `get_state()` is saved in
@@ -130,11 +151,9 @@ def _train(state, best_params, meta, ckpt, config, workdir, writer, step_fn, eva
                 if progress is not None:
                     progress.close()
                 ckpt.close()
-                raise FloatingPointError(
-                    f"non-finite training loss ({host[bad[0]]['loss']}) at step "
-                    f"{step - len(host) + 1 + bad[0]} of {workdir}; nothing after step "
-                    f"{meta['step']} was checkpointed (a resumed run restarts there: lower the "
-                    "learning rate or fix the data first)")
+                raise FloatingPointError(nonfinite_message(
+                    host[bad[0]]["loss"], step - len(host) + 1 + bad[0], meta["step"], workdir,
+                    step_fn))
             scalars = {f"train/{k}": float(np.mean([m[k] for m in host])) for k in host[0]}
             scalars["train/steps_per_second"] = len(host) / max(time.time() - t0, 1e-9)
             pending, t0 = [], time.time()

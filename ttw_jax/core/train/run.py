@@ -117,6 +117,32 @@ def check_eval(config: ml_collections.ConfigDict, metrics: Sequence[str]) -> Non
         raise ValueError(f"eval.mode must be one of {MODES}, got {config.eval.mode!r}")
 
 
+@dataclasses.dataclass(frozen=True)
+class StepFn:
+    """`Run.step_fn`'s result: `__call__(state, step)` runs training step `step`, `examples(step)`
+    names its batch's examples (None when the sampler cannot)."""
+    train_step: Callable
+    sample: Callable[..., Any]
+    consts: tuple
+    key: jax.Array
+    pass_step: bool = False
+
+    def _data_key(self, step: int):
+        return jax.random.split(jax.random.fold_in(self.key, step))
+
+    def __call__(self, state, step):
+        k_data, k_step = self._data_key(step)
+        batch = self.sample(k_data, step) if self.pass_step else self.sample(k_data)
+        return self.train_step(state, batch, k_step, *self.consts)
+
+    def examples(self, step: int) -> list[str] | None:
+        if hasattr(self.sample, "step_examples"):     # dp.StreamSampler
+            return self.sample.step_examples(step)
+        if self.pass_step or not hasattr(self.sample, "examples"):
+            return None
+        return self.sample.examples(self._data_key(step)[0])
+
+
 @dataclasses.dataclass
 class Run:
     """One training run in `workdir`: its config, device mesh, metric writer and base key."""
@@ -149,18 +175,15 @@ class Run:
         return dp.replicate(tree, self.mesh)
 
     def step_fn(self, train_step: Callable, sample: Callable[..., Any], *consts,
-                key: jax.Array | None = None,
-                pass_step: bool = False) -> Callable[[Any, int], tuple[Any, dict]]:
+                key: jax.Array | None = None, pass_step: bool = False) -> "StepFn":
         """step_fn(state, step) for `fit`: splits `fold_in(key, step)` (default `key(STEPS)`) into
         a data key for `sample` and the step's own key, so a resumed run draws the same data.
-        `pass_step`: `sample(data_key, step)` (a sampler indexed by the step, e.g. epochs)."""
-        step_key = self.key(STEPS) if key is None else key
-
-        def step_fn(state, step):
-            k_data, k_step = jax.random.split(jax.random.fold_in(step_key, step))
-            batch = sample(k_data, step) if pass_step else sample(k_data)
-            return train_step(state, batch, k_step, *consts)
-        return step_fn
+        `pass_step`: `sample(data_key, step)` (a sampler indexed by the step, e.g. epochs).
+        When `sample` has `examples(data_key)` (`dp.EpisodeSampler`) or `step_examples(step)`
+        (`dp.StreamSampler`), the step function's `examples(step)` names the step's training
+        examples (what a non-finite loss reports)."""
+        return StepFn(train_step, sample, consts, self.key(STEPS) if key is None else key,
+                      pass_step)
 
     def fit(self, state, step_fn: Callable, evaluate: Callable[[Any], dict], *,
             eval_prefix: str = "dev", hooks: Sequence[Callable[[int], None]] = (),

@@ -20,6 +20,7 @@ Every error names the file and the neighbourhood / key / line at fault.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 from typing import Iterable, Mapping
@@ -66,7 +67,7 @@ def _check_view_key(path: str, where: str, key) -> None:
 
 
 def _require(path: str) -> None:
-    if not os.path.isfile(path):
+    if not paths.isfile(path):
         raise FileNotFoundError(f"{path}: not found. {SOURCE_HINT}")
 
 
@@ -140,7 +141,7 @@ def read_vec(path: str, words: Iterable[str]) -> tuple[dict[str, np.ndarray], in
     for w in wanted:
         lower.setdefault(w.lower(), []).append(w)
     exact, folded, dim = {}, {}, None
-    with open(path, encoding="utf-8", errors="strict") as f:
+    with io.TextIOWrapper(paths.open_binary(path), encoding="utf-8", errors="strict") as f:
         for lineno, line in enumerate(f, 1):
             parts = line.rstrip("\n").rstrip(" ").split(" ")
             if lineno == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):

@@ -26,6 +26,7 @@ import os
 from collections import Counter
 from typing import Mapping, Sequence
 
+from ttw_jax.core import paths
 from ttw_jax.core.records import is_int, list_of
 from ttw_jax.talk_the_walk.language import dialogues as td
 
@@ -133,7 +134,7 @@ def dialogue_files(data_dir: str, splits: Sequence[str]) -> dict[str, str]:
     if unknown:
         raise ValueError(f"unknown split(s) {unknown}; expected some of {tuple(td.DIALOGUE_FILES)}")
     files = {s: os.path.join(data_dir, td.DIALOGUE_FILES[s]) for s in splits}
-    missing = [p for p in files.values() if not os.path.isfile(p)]
+    missing = [p for p in files.values() if not paths.isfile(p)]
     if missing:
         raise FileNotFoundError(f"missing Talk The Walk dialogue files; expected: "
                                 f"{', '.join(missing)}. {td.SOURCE_HINT}")

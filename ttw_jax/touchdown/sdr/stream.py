@@ -20,6 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ttw_jax.core import paths
 from ttw_jax.core.records import damaged
 from ttw_jax.core.stream import LazyRows
 from ttw_jax.touchdown.sdr.synthetic import iter_synthetic_sdr_examples
@@ -39,7 +40,7 @@ def read_feature_map(path: str, shape: Sequence[int]) -> np.ndarray:
     """One panorama's feature map `<panoid>.npy`, of `shape` and finite (ValueError naming the
     file for a damaged file, another shape, NaN or inf)."""
     with damaged(path, ValueError):
-        x = np.load(path, allow_pickle=False)
+        x = paths.load_numpy(path)
     if x.shape != tuple(shape):
         raise ValueError(f"{path}: shape {x.shape}, expected {tuple(shape)}")
     if not np.isfinite(x).all():

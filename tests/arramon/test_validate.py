@@ -1,0 +1,110 @@
+"""`arramon.validate.validate_release`: a sound release (synthetic instances and features in the
+release's layout) has no problem, one with planted damage has every planted file named once,
+each in one line, and the real val_seen has none."""
+import json
+import os
+
+import numpy as np
+
+from tests.conftest import SHARED_DATA
+from ttw_jax.arramon import features as af, validate
+from ttw_jax.arramon.synthetic import synthetic_instances
+from ttw_jax.arramon.synthetic_features import write_features
+
+
+def release(tmp_path):
+    """(manual dir, features dir, {split: instances}, feature files written): train.json (3
+    instances), val_seen.json (1), na_vocab.txt and the features, every 2nd step unrecorded."""
+    manual, feats = tmp_path / "data", tmp_path / "features"
+    manual.mkdir()
+    records, written = {}, 0
+    for split, num, seed in (("train", 3, 0), ("val_seen", 1, 1)):
+        records[split] = synthetic_instances(num, seed)
+        (manual / f"{split}.json").write_text(json.dumps(records[split]))
+        written += write_features(records[split], str(feats), seed=seed, skip_every=2)
+    (manual / validate.VOCAB_FILE).write_text("<PAD>\n<UNK>\nthe\nwalk\n")
+    return manual, feats, records, written
+
+
+def test_a_sound_release_has_no_problem(tmp_path):
+    manual, feats, _, written = release(tmp_path)
+    assert validate.validate_release(str(manual)) == ([], 3)
+    problems, checked = validate.validate_release(str(manual), str(feats))
+    assert problems == [] and checked == 3 + 4 + written
+
+
+def feature_files(feats, map_id):
+    return sorted((feats / af.VFEAT_DIR).glob(f"vfeat_{map_id}_*.npy"))
+
+
+def test_every_planted_damage_is_named(tmp_path):
+    manual, feats, records, _ = release(tmp_path)
+    train = records["train"]
+    truncated, nan, wrong, pickled, gone = feature_files(feats, train[0]["mapId"])[:5]
+    truncated.write_bytes(truncated.read_bytes()[:-9])
+    x = np.zeros(af.FEATURE_SHAPE, np.float32)
+    x[1, 2, 3] = np.nan
+    np.save(nan, x)
+    np.save(wrong, np.zeros((7, 7, 1024), np.float32))
+    np.save(pickled, np.array([None, 1], object))
+    gone.unlink()
+    bad_pose = feats / af.POS_DIR / f"pos_{train[1]['mapId']}.json"
+    bad_pose.write_text(bad_pose.read_text()[:-5])
+    lost_pose = feats / af.POS_DIR / f"pos_{train[2]['mapId']}.json"
+    lost_pose.unlink()
+    val = records["val_seen"]
+    val[0]["gt_actions"]["navi_action_gt"][1][0] = "x"
+    (manual / "val_seen.json").write_text(json.dumps(val))
+    vocab = manual / validate.VOCAB_FILE
+    vocab.write_text("<PAD>\n<UNK>\nthe\nwalk\nthe\n")
+
+    problems, _ = validate.validate_release(str(manual), str(feats))
+    assert all("\n" not in p for p in problems)
+    expected = [f"{manual / 'val_seen.json'}: instance 0 (code {val[0]['code']!r}): field "
+                "'gt_actions.navi_action_gt[1][0]' is not one of ('f', 'l', 'r', 'P'): 'x'",
+                f"{vocab}:5: token 'the' repeats line 3",
+                f"{bad_pose}: invalid JSON",
+                f"{truncated}: truncated",
+                f"{nan}: holds 1 non-finite values",
+                f"{wrong}: expected float [7, 7, 2048], got float32 [7, 7, 1024]",
+                f"{pickled}: an object array",
+                f"{feats / af.POS_DIR}: no pose file for 1 mapIds the records name, e.g. "
+                f"['{lost_pose.name}']",
+                f"{feats / af.VFEAT_DIR}: no feature file for 1 steps the pose files list, e.g. "
+                f"['{gone.name}']"]
+    for needle in expected:
+        assert sum(p.startswith(needle) for p in problems) == 1, (needle, problems)
+    for planted in (truncated, nan, wrong, pickled, bad_pose, vocab, manual / "val_seen.json"):
+        assert sum(str(planted) in p for p in problems) == 1, (planted, problems)
+    assert len(problems) == len(expected)
+    # headers only: the NaN goes unseen, the rest is still found
+    problems, _ = validate.validate_release(str(manual), str(feats), bodies=False)
+    assert len(problems) == len(expected) - 1 and not any(str(nan) in p for p in problems)
+
+
+def test_float16_overflow_unrecorded_starts_and_missing_folders_are_named(tmp_path):
+    manual, feats, records, _ = release(tmp_path)
+    big = feature_files(feats, records["train"][0]["mapId"])[0]
+    np.save(big, np.full(af.FEATURE_SHAPE, 1e6, np.float32))
+    map_id = records["val_seen"][0]["mapId"]
+    pose = feats / af.POS_DIR / f"pos_{map_id}.json"
+    entries = json.loads(pose.read_text())
+    del entries[f"{map_id}_assem_1_0"]
+    pose.write_text(json.dumps(entries))
+    problems, _ = validate.validate_release(str(manual), str(feats))
+    assert problems == [f"{pose}: no entry for assem_1_0, the first view of turn 1's assembly",
+                        f"{big}: {int(np.prod(af.FEATURE_SHAPE))} values beyond float16's range "
+                        "(|x| > 65504), the packed cache's type"]
+    problems, _ = validate.validate_release(str(manual), str(tmp_path / "nowhere"))
+    assert len(problems) == 1 and problems[0].startswith(f"{tmp_path / 'nowhere'}: not a folder")
+    for f in ("train.json", "val_seen.json"):
+        os.remove(manual / f)
+    problems, checked = validate.validate_release(str(manual))
+    assert checked == 1 and len(problems) == 1
+    assert problems[0].startswith(f"{manual}: no instance file (expected any of train.json")
+
+
+def test_the_real_val_seen_has_no_problem():
+    data = os.path.join(SHARED_DATA, "arramon")
+    assert os.path.isfile(os.path.join(data, "val_seen.json")), f"shared data missing: {data}"
+    assert validate.validate_release(data) == ([], 2)
