@@ -14,6 +14,7 @@ by `python -m experiments.arramon.score`) and draws `trajectories.png` (dev inst
 from __future__ import annotations
 
 import os
+import time
 import zlib
 from typing import Callable, Sequence
 
@@ -34,6 +35,7 @@ from ttw_jax.core.stream import BatchStream
 from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.core.train.run import (EVAL, INIT, STEPS, Run, check_eval, make_optimizer,
                                     mean_over_seeds, seed_keys, splits)
+from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.core.vocab import Vocabulary, token_limit
 
 RESUMABLE_CHANGES = ("patience", "eval.batch_size", "eval.baselines", "eval.baseline_seeds",
@@ -192,7 +194,7 @@ def build_models(config: ml_collections.ConfigDict, vocab_size: int):
     visual = "features" if uses_features(config) else "symbolic"
     make = lambda: PhaseAgent(vocab_size, NUM_ATTRS, m.name, m.embed_dim, m.action_dim, m.hidden,
                               m.dropout, m.logits_from_state, visual)
-    return make(), make()
+    return with_dtype(make(), config.dtype), with_dtype(make(), config.dtype)
 
 
 def init_params(models, key: jax.Array) -> dict:
@@ -293,9 +295,18 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         step_key = run.key(STEPS)
         sample = dp.StreamSampler(stream, run.mesh, names)
 
+        waited = [0.0]
+
         def step_fn(state, step):
-            return train_step(state, sample(), jax.random.fold_in(step_key, step))
-        step_fn.examples = sample.step_examples
+            t = time.perf_counter()
+            batch = sample()
+            waited[0] += time.perf_counter() - t
+            return train_step(state, batch, jax.random.fold_in(step_key, step))
+
+        def data_wait():   # logged by `fit` as train/data_wait_ms
+            out, waited[0] = waited[0], 0.0
+            return out
+        step_fn.examples, step_fn.data_wait = sample.step_examples, data_wait
     else:
         train_walk = run.replicate(data["walkable"][d.train_split])
         loss_fn = losses.imitation_loss(*models, NUM_TYPES, config.student_forcing,
@@ -322,7 +333,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         return ev
 
     state, best_params, meta = run.fit(state, step_fn, dev_eval, hooks=(note_step, *hooks),
-                                       data=stream)
+                                       data=sample if stream is not None else None)
     results.update(best_step=meta["best_step"], last_step=meta["step"],
                    num_params={**{k: num_params(v) for k, v in best_params.items()},
                                "total": num_params(best_params)})

@@ -8,6 +8,8 @@ import time
 import jax
 import numpy as np
 
+from experiments.benchmarks.flops import program_flops
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHARED = os.path.join(REPO, "..", "shared", "data")
 # Recorded anchors (not run here); see `run_all`'s docstring.
@@ -25,10 +27,10 @@ def timeit(fn, *args, repeats: int = 3) -> float:
     return float(np.median(times))
 
 
-def xla_flops(jitted, *args) -> float:
-    cost = jitted.lower(*args).compile().cost_analysis()
-    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-    return float(cost["flops"])
+def flops(fn, *args) -> float:
+    """The dense FLOPs of one call `fn(*args)`, from the traced program: the same on every
+    backend (`experiments.benchmarks.flops`)."""
+    return program_flops(fn, *args)
 
 
 def peak_sizes(quick: bool) -> tuple[int, ...]:
@@ -37,12 +39,14 @@ def peak_sizes(quick: bool) -> tuple[int, ...]:
     return sizes if jax.default_backend() == "cpu" else sizes + (4096, 8192)
 
 
-def matmul_peak(quick: bool) -> float:
-    """Best GFLOP/s of square f32 matmuls at JAX's default precision (`peak_sizes`)."""
+def matmul_peak(quick: bool, dtype: str = "float32") -> float:
+    """Best GFLOP/s of square matmuls of `dtype` at JAX's default precision (`peak_sizes`):
+    for float32 that is true float32 on a CPU, TF32 on NVIDIA tensor cores, bfloat16 passes on a
+    TPU."""
     f = jax.jit(lambda x, y: x @ y)
     best = 0.0
     for n in peak_sizes(quick):
-        a = jax.random.normal(jax.random.key(0), (n, n))
+        a = jax.random.normal(jax.random.key(0), (n, n)).astype(dtype)
         best = max(best, 2 * n ** 3 / timeit(f, a, a, repeats=3 if quick else 5) / 1e9)
     return best
 
@@ -59,6 +63,16 @@ def sig(x: float, digits: int = 3) -> str:
     if abs(x) < 10 ** (digits - 1):
         x = float(f"{x:.{digits}g}")   # rounded first: 99.96 -> 100, not 100.0
     return f"{x:,.{max(0, digits - 1 - math.floor(math.log10(abs(x))))}f}"
+
+
+def peak_name(dtype: str = "float32") -> str:
+    """What a matmul peak of `dtype` measures on this backend (see `matmul_peak`)."""
+    if dtype != "float32":
+        return dtype
+    kind = jax.devices()[0].device_kind.lower()
+    backend = jax.default_backend()
+    return ("float32" if backend == "cpu" else "TF32" if "nvidia" in kind or backend == "gpu"
+            else "bfloat16 passes" if backend == "tpu" else "float32 (default precision)")
 
 
 def pct(gflops: float, peak: float) -> str:

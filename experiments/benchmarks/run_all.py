@@ -5,7 +5,8 @@ r"""Every benchmark side by side in one run, as one Markdown table.
 
 Rows: the work, this project's figure, what it is compared with (measured in the same run, or a
 recorded anchor, labelled as such), the ratio, and the fraction of this machine's f32 matmul
-peak (measured first, in the same run) that the work's XLA FLOP count reaches. `--quick` shrinks
+peak (measured first, in the same run) that the work's FLOPs reach (counted from the traced
+program, the same on every backend: `experiments.benchmarks.flops`). `--quick` shrinks
 every measurement (under 3 minutes on 2 CPU cores); its figures are for smoke-testing, not for
 the benchmarks README. The simulators and the RCM rollouts run their own scripts in subprocesses
 (`touchdown_env_bench`, `arramon_env_bench`, `rxr_rollout_bench`), whose full output goes to
@@ -40,10 +41,12 @@ import traceback
 
 import jax
 
-from experiments.benchmarks.measure import REPO, matmul_peak, peak_sizes, pct, row, sig
-from experiments.benchmarks.sdr_rows import bench_extraction, bench_lingunet, bench_text2conv
+from experiments.benchmarks.measure import (REPO, flops as count_flops, matmul_peak, peak_name,
+                                            peak_sizes, pct, row, sig, timeit)
+from experiments.benchmarks.sdr_rows import (PAPER, bench_extraction, bench_lingunet,
+                                             bench_text2conv, sdr_step)
 from experiments.benchmarks.ttw_rows import (bench_masc_step, bench_ttw_bound, bench_ttw_full_task,
-                                             ttw_tables)
+                                             masc_step, ttw_tables)
 from ttw_jax.core import paths
 
 
@@ -122,6 +125,63 @@ def other_cells(other: dict, r: dict) -> tuple[str, str]:
     return o["ours"], o["peak"]
 
 
+# Sizes that fill an accelerator ("on"; one H200 has 141 GB), the same rows at the CPU table's
+# sizes ("cpu": float32 against bfloat16 on a CPU) and at test sizes ("small").
+DEVICE_SIZES = {
+    "on": dict(label="device size", episodes=262_144, rcm=16_384, masc=4_096, masc_features=500,
+               lingunet=64, sdr_shape=(100, 464, 128)),
+    "cpu": dict(label="the CPU table's size", episodes=1_024, rcm=1_024, masc=128,
+                masc_features=500, lingunet=2, sdr_shape=(100, 116, 128)),
+    "small": dict(label="test size", episodes=2_048, rcm=64, masc=8, masc_features=32, lingunet=2,
+                  sdr_shape=(25, 116, 12), sdr_model=dict(levels=1, channels=16, mlp_hidden=16,
+                                                          embed_dim=16, hidden=16)),
+}
+
+
+def bench_device(sizes: dict, tables, peak: float, peak16: float) -> list[dict]:
+    """The device-sized rows: the simulators at `episodes` parallel episodes, the RCM rollouts
+    at `rcm`, and the MASC and LingUNet train steps at `masc` / `lingunet` in float32 and
+    bfloat16, each as a fraction of its dtype's matmul peak (`peak`, `peak16`)."""
+    n = sizes["episodes"]
+    out = script("experiments.benchmarks.touchdown_env_bench", f"--batch_sizes={n}",
+                 "--repeats=2", "--python_seconds=0.2")
+    td = num(re.search(rf"^\s*{n}\s+([\d,]+)", out, re.M)[1])
+    out = script("experiments.benchmarks.arramon_env_bench", f"--batch_sizes={n}",
+                 "--repeats=2", "--python_seconds=0.2")
+    ar = num(re.search(rf"^\| navigation \| {n:,} \| [^|]+\| ([\d,]+)", out, re.M)[1])
+    size = sizes["label"]
+    rows = [row(f"Touchdown simulator, random policy, {n:,} episodes at once ({size})",
+                f"{td:,.0f} steps/s"),
+            row(f"ArraMon navigation simulator, random actions, {n:,} episodes at once ({size})",
+                f"{ar:,.0f} steps/s")]
+    b = sizes["rcm"]
+    out = script("experiments.benchmarks.rxr_rollout_bench", f"--batch_sizes={b}", "--repeats=1",
+                 "--horizon=10")
+    scan = num(re.search(rf"^\s*{b}\s+scan\s+([\d,]+)", out, re.M)[1])
+    rows.append(row(f"RCM policy rollouts in one scan, batch {b:,} ({size})",
+                    f"{scan:,.0f} steps/s"))
+    for dtype in ("float32", "bfloat16"):
+        step, state, batch, key = masc_step(tables, sizes["masc"], dtype, sizes["masc_features"])
+        flops = count_flops(step, state, batch, key)
+        secs = timeit(lambda s: step(s, batch, key)[1], state, repeats=2)
+        rows.append(row(f"MASC train step, T=3, L={sizes['masc_features']}, batch "
+                        f"{sizes['masc']:,}, {dtype} ({size})", f"{sig(secs * 1e3)} ms/step",
+                        "", "", pct(flops / secs / 1e9, peak if dtype == "float32" else peak16)
+                        + f" of the {peak_name(dtype)} peak"))
+    shape = sizes["sdr_shape"]
+    for dtype in ("float32", "bfloat16"):
+        step, state, batch, key = sdr_step("lingunet", shape, sizes["lingunet"], dtype,
+                                           **{**PAPER, **sizes.get("sdr_model", {})})
+        flops = count_flops(step, state, batch, key)
+        secs = timeit(lambda s: step(s, batch, key)[1], state, repeats=1)
+        dims = ", ".join(map(str, (sizes["lingunet"], *shape)))
+        rows.append(row(f"LingUNet train step, [{dims}], {dtype} ({size})",
+                        f"{sig(secs)} s/step", "", "",
+                        pct(flops / secs / 1e9, peak if dtype == "float32" else peak16)
+                        + f" of the {peak_name(dtype)} peak"))
+    return rows
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="small sizes, under 3 minutes")
@@ -130,6 +190,9 @@ def main(argv=None) -> None:
     p.add_argument("--column_from", action="append", default=[],
                    help="a --json file of another run (another machine): its figures as columns")
     p.add_argument("--only", default="", help="comma-separated subset of: " + ",".join(BENCHES))
+    p.add_argument("--device_sizes", default="auto", choices=("auto", "off", *DEVICE_SIZES),
+                   help="the device-sized rows: auto = on an accelerator only; cpu = those rows "
+                        "at the CPU table's sizes; small = at test sizes")
     args = p.parse_args(argv)
     if argv is None:
         from ttw_jax.core.train.launch import reexec_with_allocator
@@ -150,7 +213,14 @@ def main(argv=None) -> None:
 def run(args) -> list[str]:
     """Runs the chosen benchmarks, writing the table after each; returns the failed ones."""
     t0 = time.perf_counter()
-    chosen = [b for b in args.only.split(",") if b] or list(BENCHES)
+    chosen = [b for b in args.only.split(",") if b] or [b for b in BENCHES if b != "device"]
+    device_sizes = getattr(args, "device_sizes", "off")
+    if device_sizes == "auto":
+        device_sizes = "off" if jax.default_backend() == "cpu" else "on"
+    if device_sizes != "off" and "device" not in chosen:
+        chosen.append("device")
+    if device_sizes == "off" and "device" in chosen:
+        raise SystemExit("--only=device needs device sizes: --device_sizes=on, cpu or small")
     if unknown := sorted(set(chosen) - set(BENCHES)):
         raise SystemExit(f"--only: unknown benchmarks {unknown}; choose from {', '.join(BENCHES)}")
     columns = [json.loads(paths.resolve(f).read_text()) for f in args.column_from]
@@ -158,13 +228,19 @@ def run(args) -> list[str]:
     tables, what = ttw_tables()
     peak = matmul_peak(args.quick)
     sizes = peak_sizes(args.quick)
-    rows = [dict(row(f"f32 matmul peak of this machine (square, {sizes[0]:,}-{sizes[-1]:,}, best)",
-                     f"{peak:,.0f} GFLOP/s"), bench="peak", index=0)]
+    rows = [dict(row(f"f32 matmul peak of this machine (square, {sizes[0]:,}-{sizes[-1]:,}, best; "
+                     f"{peak_name()})", f"{peak:,.0f} GFLOP/s"), bench="peak", index=0)]
+    peak16 = None
+    if device_sizes != "off":   # the bfloat16 rows' peak
+        peak16 = matmul_peak(args.quick, "bfloat16")
+        rows.append(dict(row(f"bfloat16 matmul peak (square, {sizes[0]:,}-{sizes[-1]:,}, best)",
+                             f"{peak16:,.0f} GFLOP/s"), bench="peak", index=1))
     device, failed = jax.devices()[0].device_kind, []
     for i, name in enumerate(chosen):
         t = time.perf_counter()
         try:
-            new = BENCHES[name](tables=tables, what=what, peak=peak, quick=args.quick)
+            new = BENCHES[name](tables=tables, what=what, peak=peak, quick=args.quick,
+                                sizes=DEVICE_SIZES.get(device_sizes), peak16=peak16)
         except Exception as e:  # One broken benchmark leaves the others' figures standing.
             traceback.print_exc()
             failed.append(name)
@@ -198,6 +274,7 @@ BENCHES = {
     "rcm": lambda peak, quick, **_: bench_rcm(peak, quick),
     "touchdown_env": lambda quick, **_: bench_touchdown_env(quick),
     "arramon_env": lambda quick, **_: bench_arramon_env(quick),
+    "device": lambda sizes, tables, peak, peak16, **_: bench_device(sizes, tables, peak, peak16),
 }
 
 if __name__ == "__main__":

@@ -6,17 +6,19 @@ import numpy as np
 import optax
 from flax.training import train_state
 
-from experiments.benchmarks.measure import ANCHORS, pct, row, sig, timeit, xla_flops
+from experiments.benchmarks.measure import ANCHORS, pct, row, sig, timeit, flops as count_flops
 
 
-def sdr_step(name: str, shape, batch: int, **model_kw):
-    """(jitted train step, state, batch, key) of SDR model `name` on random [batch, *shape]."""
+def sdr_step(name: str, shape, batch: int, dtype: str = "float32", **model_kw):
+    """(jitted train step, state, batch, key) of SDR model `name` on random [batch, *shape],
+    computing in `dtype` (`ttw_jax.core.train.precision`)."""
     from ttw_jax.core.train import data_parallel as dp
+    from ttw_jax.core.train.precision import with_dtype
     from ttw_jax.touchdown.sdr.losses import make_loss
     from ttw_jax.touchdown.sdr.models import build_sdr_model
     h, w, c = shape
     vocab = model_kw.pop("vocab_size", 4000)
-    model = build_sdr_model(name, vocab, **model_kw)
+    model = with_dtype(build_sdr_model(name, vocab, **model_kw), dtype)
     rng = np.random.default_rng(0)
     data = {"features": rng.normal(size=(batch, h, w, c)).astype(np.float16),
             "center": rng.uniform(size=(batch, 2)).astype(np.float32),
@@ -33,7 +35,7 @@ def sdr_step(name: str, shape, batch: int, **model_kw):
 
 class _XlaConvs:
     """Within the block, the SDR models use XLA's convolutions (their formulation before this
-    project's `same_conv`): for the FLOP count (XLA counts a scan body once) and comparisons."""
+    project's `same_conv`), for the comparison row."""
 
     def __enter__(self):
         from ttw_jax.touchdown.sdr import models
@@ -59,9 +61,9 @@ def faster(r: float) -> str:
 def bench_lingunet(peak, quick) -> list[dict]:
     shape, b = ((100, 116, 128), 2) if quick else ((100, 464, 128), 10)
     step, state, batch, key = sdr_step("lingunet", shape, b, **PAPER)
+    flops = count_flops(step, state, batch, key)   # the traced program: any backend's count
     with _XlaConvs():
         xla_step, *_ = sdr_step("lingunet", shape, b, **PAPER)
-        flops = xla_flops(xla_step, state, batch, key)
     secs = timeit(lambda s: step(s, batch, key)[1], state, repeats=1 if quick else 2)
     work = f"LingUNet train step, [{b}, {', '.join(map(str, shape))}], m=2, 128 channels"
     rows = []
@@ -112,7 +114,7 @@ def bench_extraction(peak, quick) -> list[dict]:
     variables = jax.jit(resnet.ResNet18("layer2").init)(
         jax.random.key(0), np.zeros((1, 64, 64, 3), np.float32))
     ex = extraction.Extractor(variables, slice_size=size)
-    flops = xla_flops(ex.features, panos)
+    flops = count_flops(ex.features, panos)
     secs = timeit(ex.features, panos, repeats=1 if quick else 3)
     work = (f"ResNet-18 features of {b} panorama(s) {shape[2]} x {shape[1]}, 8 slices "
             f"{size[0]} x {size[1]}, f32" + (" (quick: a quarter of the paper's slice)"

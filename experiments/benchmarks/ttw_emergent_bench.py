@@ -21,7 +21,7 @@ from absl import app, flags
 from flax.training import train_state
 
 from experiments.benchmarks.measure import matmul_peak, timeit
-from experiments.benchmarks.measure import xla_flops as flops_of
+from experiments.benchmarks.measure import flops as flops_of
 from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.talk_the_walk import maps, walks
 from ttw_jax.talk_the_walk.emergent.losses import localization_loss

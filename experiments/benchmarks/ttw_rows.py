@@ -10,7 +10,7 @@ import numpy as np
 import optax
 from flax.training import train_state
 
-from experiments.benchmarks.measure import ANCHORS, SHARED, pct, row, sig, timeit, xla_flops
+from experiments.benchmarks.measure import ANCHORS, SHARED, pct, row, sig, timeit, flops as count_flops
 
 
 def ttw_tables():
@@ -54,7 +54,7 @@ def bench_ttw_full_task(tables, peak, quick) -> list[dict]:
     lm, tg = jnp.asarray(lm[:e]), jnp.asarray(tg[:e])
     predict = lambda o, a, l: model.apply({"params": params}, o, a, l)["logits"]
     ex = (jnp.zeros((slots, 4, 3), jnp.int32), jnp.zeros((slots, 3), jnp.int32), lm[:slots])
-    flops_per_call = xla_flops(jax.jit(predict), *ex)
+    flops_per_call = count_flops(jax.jit(predict), *ex)
     out = {}
     for s in (slots,) if quick else (slots, e):
         run = jax.jit(lambda k, s=s: run_full_task(k, predict, lm, tg, 3, slots=s))
@@ -76,21 +76,28 @@ def bench_ttw_full_task(tables, peak, quick) -> list[dict]:
             f"{sig(e / out[e][0])} episodes/s", "", f"slots {sig(out[e][0] / secs)}x faster")])
 
 
-def bench_masc_step(tables, peak, quick) -> list[dict]:
+def masc_step(tables, b: int, dtype: str = "float32", features: int = 500):
+    """(step, state, batch, key) of the MASC train step, T=3, L=`features`, batch `b`, on one
+    device, computing in `dtype`."""
     from ttw_jax.core.train import data_parallel as dp
+    from ttw_jax.core.train.precision import with_dtype
     from ttw_jax.talk_the_walk import walks
     from ttw_jax.talk_the_walk.emergent.losses import localization_loss
-    from ttw_jax.talk_the_walk.masc import masked_conv3x3
-    b = 32 if quick else 128
-    model, params = localizer(500, tables["train"])
+    model, params = localizer(features, tables["train"])
+    model = with_dtype(model, dtype)
     batch = walks.sample_batch(jax.random.key(0), jnp.asarray(tables["train"]), b, 3)
     state = train_state.TrainState.create(apply_fn=model.apply, params=params, tx=optax.adam(1e-3))
     mesh = dp.make_mesh(jax.devices()[:1])
     step = dp.make_train_step(localization_loss(model.apply, False), mesh, donate=False)
-    state = dp.replicate(state, mesh)
-    batch = jax.device_put(batch, dp.batch_sharded(mesh))
-    key = jax.random.key(2)
-    flops = xla_flops(step, state, batch, key)
+    return (step, dp.replicate(state, mesh), jax.device_put(batch, dp.batch_sharded(mesh)),
+            jax.random.key(2))
+
+
+def bench_masc_step(tables, peak, quick) -> list[dict]:
+    from ttw_jax.talk_the_walk.masc import masked_conv3x3
+    b = 32 if quick else 128
+    step, state, batch, key = masc_step(tables, b)
+    flops = count_flops(step, state, batch, key)
     secs = timeit(lambda s: step(s, batch, key)[1], state, repeats=2 if quick else 5)
     # The MASC convolution alone, forward + backward: one im2col GEMM vs a vmapped conv.
     n, bb = 500, 8 if quick else 16

@@ -28,6 +28,7 @@ from ttw_jax.core.env import PolicyFactory, replay_policy
 from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.core.train.run import (EVAL, INIT, Run, check_eval, make_optimizer, mean_over_seeds,
                                     splits)
+from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.core.vocab import Vocabulary
 from ttw_jax.rxr import (dataset as rxr_data, episodes as rxr_episodes, evaluation as r2r_eval,
                          house, predictions, view_features, views)
@@ -215,9 +216,10 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
 
 def build_model(config: ml_collections.ConfigDict, vocab_size: int) -> RCMAgent:
     m = config.model
-    return RCMAgent(vocab_size, m.embed_dim, m.hidden, m.conv_layers, m.kernel,
-                    use_language=m.name != "vision_only", step_embedding=m.step_embedding,
-                    use_structure=m.structure_features)
+    return with_dtype(RCMAgent(vocab_size, m.embed_dim, m.hidden, m.conv_layers, m.kernel,
+                               use_language=m.name != "vision_only",
+                               step_embedding=m.step_embedding,
+                               use_structure=m.structure_features), config.dtype)
 
 
 def init_params(model: RCMAgent, feature_dim: int, max_degree: int, key: jax.Array,
@@ -420,7 +422,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     state, best_params, meta = run.fit(
         state, run.step_fn(train_step, sample, graph, features, geodesic),
         lambda params: {k: v for k, v in evaluate(params).items() if k in r2r_eval.METRICS},
-        hooks=hooks, data=stream)
+        hooks=hooks, data=sample if stream is not None else None)
 
     num_steps = baseline_steps(data, config)
     results = {"config": config.to_dict(), "best_step": meta["best_step"],

@@ -23,6 +23,7 @@ from ttw_jax.core.env import PolicyFactory, replay_policy
 from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.core.train.run import (EVAL, INIT, Run, check_eval, evaluate_best, make_optimizer,
                                     mean_over_seeds, seed_keys, splits)
+from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.core.vocab import Vocabulary, token_limit
 from ttw_jax.touchdown import (env as td, episodes as nav_episodes, evaluation as nav_eval,
                                features as pano_features)
@@ -129,8 +130,9 @@ def check_features(config: ml_collections.ConfigDict, shape: tuple, where: str,
 
 def build_model(config: ml_collections.ConfigDict, vocab_size: int) -> Navigator:
     m = config.model
-    return Navigator(vocab_size, m.name, m.embed_dim, m.text_hidden, m.hidden, m.conv_features,
-                     m.action_dim, m.ablation, 0.1 if m.uniform_init else None, m.image_encoder)
+    return with_dtype(Navigator(vocab_size, m.name, m.embed_dim, m.text_hidden, m.hidden,
+                                m.conv_features, m.action_dim, m.ablation,
+                                0.1 if m.uniform_init else None, m.image_encoder), config.dtype)
 
 
 def init_params(config, model: Navigator, feature_shape: tuple, key: jax.Array):

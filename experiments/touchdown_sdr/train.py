@@ -9,6 +9,7 @@ baselines, and writes heatmaps of predicted distributions with the gold location
 """
 from __future__ import annotations
 
+import time
 from typing import Callable, Sequence
 
 import jax
@@ -22,6 +23,7 @@ from ttw_jax.core.stream import BatchStream
 from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.core.train.run import (INIT, STEPS, Run, check_eval, evaluate_best, make_optimizer,
                                     mean_over_seeds)
+from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.core.vocab import Vocabulary, token_limit
 from ttw_jax.touchdown import records as td_records
 from ttw_jax.touchdown.dataset import prepare
@@ -190,10 +192,11 @@ def optimizer_config(config) -> ml_collections.ConfigDict:
 
 def build_model(config, vocab_size: int):
     m = config.model
-    return build_sdr_model(m.name, vocab_size, levels=m.levels, channels=m.channels,
-                           stride=m.stride, mlp_hidden=m.mlp_hidden, mlp_layers=m.mlp_layers,
-                           embed_dim=m.embed_dim, hidden=m.hidden, dropout=m.dropout,
-                           deconv_dropout=m.deconv_dropout, uniform_init=m.uniform_init)
+    return with_dtype(build_sdr_model(
+        m.name, vocab_size, levels=m.levels, channels=m.channels, stride=m.stride,
+        mlp_hidden=m.mlp_hidden, mlp_layers=m.mlp_layers, embed_dim=m.embed_dim,
+        hidden=m.hidden, dropout=m.dropout, deconv_dropout=m.deconv_dropout,
+        uniform_init=m.uniform_init), config.dtype)
 
 
 def imported_params(path: str, template) -> dict:
@@ -243,22 +246,32 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     predict = make_predictor(model)
     keys = ("features", "center", "tokens", "token_len")
     step_key = run.key(STEPS)
-    stream = None
+    stream = sampler = None
     if config.data.stream:   # this process's rows of each batch, read by grain's threads
         stream = BatchStream.of_rows(train, keys, config.batch_size, config.seed,
                                      config.data.stream_threads)
+        sampler = dp.StreamSampler(stream, run.mesh)   # puts the next batches on the devices
 
     def rows(step):   # drawn on the host from (seed, step), so a resumed run sees the same data
         return np.random.default_rng((config.seed, step)).integers(0, len(train["center"]),
                                                                    config.batch_size)
 
+    waited = [0.0]
+
     def step_fn(state, step):
-        if stream is not None:   # the stream's state is checkpointed: resumed runs read alike
-            batch = dp.shard_process_local(next(stream), run.mesh)
+        t = time.perf_counter()
+        if sampler is not None:   # the stream's state is checkpointed: resumed runs read alike
+            batch = sampler()
         else:
             idx = rows(step)
             batch = dp.shard_global({k: train[k][idx] for k in keys}, dp.batch_sharded(run.mesh))
+        waited[0] += time.perf_counter() - t
         return train_step(state, batch, jax.random.fold_in(step_key, step))
+
+    def data_wait():   # logged by `fit` as train/data_wait_ms
+        out, waited[0] = waited[0], 0.0
+        return out
+    step_fn.data_wait = data_wait
 
     def examples(step):   # what a non-finite loss names: route ids and feature files
         idx = stream.global_rows(step - 1) if stream is not None else rows(step)
@@ -274,7 +287,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         best_params, meta = params, {"best_step": 0, "step": 0, "best_eval": None}
     else:
         state, best_params, meta = run.fit(state, step_fn, tune_metrics, eval_prefix="tune",
-                                           hooks=hooks, data=stream)
+                                           hooks=hooks, data=sampler)
 
     results = {"config": config.to_dict(), "model": config.model.name,
                "best_step": meta["best_step"], "last_step": meta["step"],

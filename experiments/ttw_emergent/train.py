@@ -25,6 +25,7 @@ from flax.training import train_state
 from ttw_jax.core import paths
 from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.core.train.run import EVAL, INIT, Run, check_eval, evaluate_best, make_optimizer
+from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.core.train.workdir import flatten
 from ttw_jax.talk_the_walk import env as grid, figures, maps, walks
 from ttw_jax.talk_the_walk.emergent.evaluation import evaluate_full_task, make_evaluator
@@ -83,13 +84,12 @@ def check_config(config: ml_collections.ConfigDict) -> None:
 def build_model(config: ml_collections.ConfigDict) -> Localizer:
     check_config(config)
     m = config.model
-    return Localizer(T=config.T, features=m.features, num_landmark_ids=maps.NUM_LANDMARK_IDS,
-                     masc=m.name == "masc", discrete=m.comm == "discrete",
-                     kernel_init=m.kernel_init, tourist_init_std=m.tourist_init_std,
-                     tourist_gate_init=m.tourist_gate_init,
-                     num_actions=grid.NUM_ACTIONS if config.data.orientation_aware
-                     else grid.NUM_AGNOSTIC_ACTIONS,
-                     init_scheme=m.init)
+    return with_dtype(Localizer(
+        T=config.T, features=m.features, num_landmark_ids=maps.NUM_LANDMARK_IDS,
+        masc=m.name == "masc", discrete=m.comm == "discrete", kernel_init=m.kernel_init,
+        tourist_init_std=m.tourist_init_std, tourist_gate_init=m.tourist_gate_init,
+        num_actions=grid.NUM_ACTIONS if config.data.orientation_aware
+        else grid.NUM_AGNOSTIC_ACTIONS, init_scheme=m.init), config.dtype)
 
 
 def walk_kwargs(config) -> dict:

@@ -40,6 +40,7 @@ from ttw_jax.core import paths
 from ttw_jax.core.chunks import map_in_chunks
 from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.core.train.run import Run, evaluate_best, make_optimizer, optim_config
+from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.core.vocab import Vocabulary
 from ttw_jax.talk_the_walk import env as grid, maps, walks as localization
 from ttw_jax.talk_the_walk.language import (dataset as ttw_language_data, dialogues as td,
@@ -118,20 +119,22 @@ def build_tourist(config, vocab_size: int) -> NLTourist:
         num_actions = grid.NUM_ACTIONS   # the env's ids: TURNLEFT / TURNRIGHT / FORWARD are 4..6
     else:
         num_actions = td.NUM_MOVE_IDS if config.data.blocked_forward == "stay" else td.STAY
-    return NLTourist(vocab_size=vocab_size, num_landmark_ids=maps.NUM_LANDMARK_IDS, embed=t.embed,
-                     hidden=t.hidden, num_actions=num_actions, decoder_hidden=t.decoder_hidden,
-                     context_features=t.context_features)
+    return with_dtype(NLTourist(
+        vocab_size=vocab_size, num_landmark_ids=maps.NUM_LANDMARK_IDS, embed=t.embed,
+        hidden=t.hidden, num_actions=num_actions, decoder_hidden=t.decoder_hidden,
+        context_features=t.context_features), config.dtype)
 
 
 def build_guide(config, vocab_size: int, masc: bool, generated: bool = False) -> NLGuide:
     """A human-utterance guide (T_max = guide.T_max), or with `generated` one that reads the
     tourist's utterances (generated.T_max)."""
     g = config.guide
-    return NLGuide(vocab_size=vocab_size, num_landmark_ids=maps.NUM_LANDMARK_IDS,
-                   T_max=config.generated.T_max if generated else g.T_max,
-                   embed=g.embed, hidden=g.hidden, features=g.features, masc=masc,
-                   key_projection=g.key_projection, action_chain=g.action_chain,
-                   mask_head=g.mask_head, T_input=g.T_input, obs_projection=g.obs_projection)
+    return with_dtype(NLGuide(
+        vocab_size=vocab_size, num_landmark_ids=maps.NUM_LANDMARK_IDS,
+        T_max=config.generated.T_max if generated else g.T_max, embed=g.embed, hidden=g.hidden,
+        features=g.features, masc=masc, key_projection=g.key_projection,
+        action_chain=g.action_chain, mask_head=g.mask_head, T_input=g.T_input,
+        obs_projection=g.obs_projection), config.dtype)
 
 
 def walk_kwargs(config) -> dict:

@@ -306,3 +306,26 @@ def test_a_non_finite_loss_names_the_examples_of_its_batch(tmp_path):
     assert names[bad_row] in expected and ", ".join(expected[:8]) in msg
     listed = json.loads((tmp_path / f"nonfinite_step_{first}.json").read_text())
     assert listed["examples"] == expected and listed["step"] == first
+
+
+def test_profile_steps_write_a_trace_and_the_data_wait_is_logged(tmp_path):
+    """`profile_steps="2,3"` leaves a `jax.profiler` trace in <workdir>/profile; a step function
+    with `data_wait()` has its wait logged per step as train/data_wait_ms."""
+    from ttw_jax.core.train.workdir import check_common
+
+    def waiting(state, step):
+        return step_fn(state, step)
+    waiting.data_wait = lambda: 0.004 * 5        # 4 ms a step over the 5 steps of a log line
+    writer = MetricWriter(str(tmp_path))
+    fit(start(), config=config(num_steps=10, profile_steps="2,3"), workdir=str(tmp_path),
+        writer=writer, place=lambda t: t, step_fn=waiting,
+        evaluate=lambda p: {"err": float(abs(p["w"] - 3.0))}, metric="err", mode="min")
+    writer.close()
+    traces = [f for _, _, files in os.walk(tmp_path / "profile") for f in files
+              if f.endswith(".xplane.pb")]
+    assert traces, list(os.walk(tmp_path / "profile"))
+    lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert all(abs(line["train/data_wait_ms"] - 4.0) < 1e-9 for line in lines)
+    for bad in ("3", "0,2", "4,3", "a,b"):
+        with pytest.raises(ValueError, match="profile_steps must be 'first,last'"):
+            check_common(config(profile_steps=bad))

@@ -114,3 +114,21 @@ def test_two_processes_read_disjoint_shards(tmp_path):
     for step in range(5):
         a, b = out[0]["rows"][step], out[1]["rows"][step]
         assert not set(a) & set(b) and a + b == one[step]
+
+
+def test_a_prefetching_sampler_keeps_the_order_and_the_state_of_what_it_handed_out():
+    """`StreamSampler(prefetch=2)`: the plain stream's batches, on the devices; its state is
+    that after the batches taken (not those read ahead), so a run resumed from it goes on
+    exactly."""
+    from ttw_jax.core.train import data_parallel as dp
+    mesh = dp.make_mesh()
+    plain = batches(BatchStream(loader(), 13, 8, seed=5), 6)
+    s = dp.StreamSampler(BatchStream(loader(), 13, 8, seed=5), mesh, prefetch=2)
+    got = [np.asarray(s()["i"]).tolist() for _ in range(3)]
+    state = json.loads(json.dumps(s.get_state()))
+    assert got == plain[:3] and state == {"next_index": 3}
+    resumed = dp.StreamSampler(BatchStream(loader(), 13, 8, seed=5), mesh, prefetch=2)
+    resumed.set_state(state)
+    assert [np.asarray(resumed()["i"]).tolist() for _ in range(3)] == plain[3:]
+    s.close()
+    resumed.close()

@@ -4,6 +4,7 @@ import json
 import pytest
 
 from experiments.benchmarks import run_all
+from tests.conftest import xla_optimizations
 
 
 def test_quick_bound_row_table(tmp_path):
@@ -79,3 +80,25 @@ def test_figures_keep_three_significant_digits_on_any_machine():
         "479", "32.1", "0.270", "0.0871", "100", "10.0", "1,670", "12,345,678", "0"]
     assert pct(174.4, 212) == "174 GFLOP/s = 82%"
     assert pct(237, 345487) == "237 GFLOP/s = 0.069%"   # a GPU's peak
+
+
+def test_device_sized_rows_run_in_both_dtypes_at_test_sizes(tmp_path, monkeypatch):
+    """`--device_sizes=small`: the rows an accelerator runs at filling sizes, here at CPU-test
+    sizes: both simulators and the RCM rollouts at their batch, MASC and LingUNet in float32
+    and bfloat16, each with its figure."""
+    rows = tmp_path / "rows.json"
+    # the simulator and RCM scripts' outputs as they print them (their own runs are theirs)
+    outputs = {"touchdown_env_bench": " batch    jax steps/s  python steps/s    ratio\n"
+                                      "  2048     26,221,465         157,939   166.0x\n",
+               "arramon_env_bench": "| navigation | 2,048 | 96% | 1,149,429 | 51,738 (256) | 22x |\n",
+               "rxr_rollout_bench": "    64         scan     91,234    0.70\n"}
+    monkeypatch.setattr(run_all, "script", lambda module, *a: outputs[module.rsplit(".", 1)[1]])
+    with xla_optimizations(False):      # compilation is most of these rows' time here
+        run_all.main(["--quick", "--only=device", "--device_sizes=small", f"--json={rows}"])
+    got = [r for r in json.loads(rows.read_text())["rows"] if r["bench"] == "device"]
+    works = [r["work"] for r in got]
+    assert len(got) == 7 and all("failed" not in w for w in works), works
+    assert sum("bfloat16" in w for w in works) == 2 and sum("float32" in w for w in works) == 2
+    assert all(r["ours"].split()[0].replace(",", "").replace(".", "").isdigit() for r in got)
+    assert "2,048 episodes at once" in works[0] and got[0]["ours"] == "26,221,465 steps/s"
+    assert got[2]["ours"] == "91,234 steps/s"

@@ -7,6 +7,8 @@ shards it equals a `jax.pmap` step that averages the per-device losses (tested).
 """
 from __future__ import annotations
 
+import queue
+import threading
 from typing import Any, Callable
 
 import jax
@@ -139,14 +141,68 @@ def episode_sampler(arrays: dict, batch_size: int, mesh: Mesh, index=None,
 class StreamSampler:
     """sample(key) -> this process's rows of the stream's next global batch (a
     `ttw_jax.core.stream.BatchStream`), sharded along 'data' (`key` is unused: the stream's
-    order is fixed by its seed, and its state is checkpointed). `step_examples(step)` names the
-    rows of training step `step` (1-based: the stream's global batch `step - 1`) by `names`."""
+    order is fixed by its seed, and its state is checkpointed).
 
-    def __init__(self, stream, mesh: Mesh, names=None):
-        self.stream, self.mesh, self.names = stream, mesh, names
+    With `prefetch` > 0 a background thread reads the next `prefetch` batches and puts them on
+    the devices while the current step runs, so a step waits for its batch only when reading is
+    slower than training. `get_state()` / `set_state()` are the stream's state after the batches
+    taken so far (not those prefetched): pass the sampler as `fit(data=...)` and a resumed run
+    reads the batches an uninterrupted one would. `step_examples(step)` names the rows of
+    training step `step` (1-based: the stream's global batch `step - 1`) by `names`."""
+
+    def __init__(self, stream, mesh: Mesh, names=None, prefetch: int = 2):
+        self.stream, self.mesh, self.names, self.prefetch = stream, mesh, names, prefetch
+        self._queue, self._stop, self._state, self._thread = None, None, None, None
+
+    def _start(self) -> None:
+        self._queue, self._stop = queue.Queue(maxsize=self.prefetch), threading.Event()
+        q, stop = self._queue, self._stop
+
+        def work():
+            while not stop.is_set():
+                try:
+                    batch = shard_process_local(next(self.stream), self.mesh)
+                    item = (self.stream.get_state(), batch, None)
+                except BaseException as e:      # raised in the consumer, at its next batch
+                    item = (None, None, e)
+                while not stop.is_set():
+                    try:
+                        q.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if item[2] is not None:
+                    return
+        self._thread = threading.Thread(target=work, daemon=True, name="ttw-prefetch")
+        self._thread.start()
 
     def __call__(self, key=None):
-        return shard_process_local(next(self.stream), self.mesh)
+        if self.prefetch <= 0:
+            batch = shard_process_local(next(self.stream), self.mesh)
+            self._state = None
+            return batch
+        if self._queue is None:
+            self._start()
+        state, batch, error = self._queue.get()
+        if error is not None:
+            raise error
+        self._state = state
+        return batch
+
+    def close(self) -> None:
+        """Stops the prefetching thread (the batches it read are dropped)."""
+        if self._stop is not None:
+            self._stop.set()
+            self._thread.join()      # it may be inside `next(stream)`: let it finish
+        self._queue = self._stop = self._thread = None
+
+    def get_state(self) -> dict:
+        return self._state if self._state is not None else self.stream.get_state()
+
+    def set_state(self, state: dict) -> None:
+        self.close()
+        self.stream.set_state(state)
+        self._state = None
 
     def step_examples(self, step: int) -> list[str]:
         return [str(self.names[r]) if self.names is not None else f"row {r}"

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
+import tempfile
 import threading
 import time
 from typing import Any, Callable, Sequence
@@ -18,6 +20,7 @@ from absl import logging
 from ttw_jax.core import paths
 from ttw_jax.core.train.checkpoint import Checkpointer
 from ttw_jax.core.train.logging import MetricWriter
+from ttw_jax.core.train.workdir import profile_window
 
 
 class Preempted(SystemExit):
@@ -67,6 +70,40 @@ def nonfinite_message(loss: float, step: int, saved: int, workdir, step_fn) -> s
             "lower the learning rate or fix the data first)")
 
 
+class Profiler:
+    """A `jax.profiler` trace of training steps `first..last` into `<workdir>/profile` (read it
+    with TensorBoard's profile plugin, or Perfetto). On a bucket workdir the trace is written
+    locally and copied there when it stops."""
+
+    def __init__(self, window: tuple[int, int] | None, workdir):
+        self.window, self.workdir, self._local = window, paths.resolve(workdir), None
+
+    def before(self, step: int) -> None:
+        if self.window and step == self.window[0]:
+            target = self.workdir / "profile"
+            self._local = (os.fspath(target) if paths.is_local(target)
+                           else tempfile.mkdtemp(prefix="ttw_profile_"))
+            jax.profiler.start_trace(self._local)
+            logging.info("Profiling steps %d-%d into %s", *self.window, target)
+
+    def after(self, step: int, state) -> None:
+        if self._local and step == self.window[1]:
+            jax.block_until_ready(state)
+            jax.profiler.stop_trace()
+            if not paths.is_local(self.workdir):
+                for dirpath, _, files in os.walk(self._local):
+                    for f in files:
+                        rel = os.path.relpath(os.path.join(dirpath, f), self._local)
+                        with open(os.path.join(dirpath, f), "rb") as src:
+                            paths.write_bytes(self.workdir / "profile" / rel, src.read())
+            self._local = None
+
+    def close(self) -> None:
+        if self._local:          # stopped before the window's end (early stop, an error)
+            jax.profiler.stop_trace()
+            self._local = None
+
+
 def fit(state: Any, *, config: ml_collections.ConfigDict, workdir: str, writer: MetricWriter,
         place: Callable[[Any], Any], step_fn: Callable[[Any, int], tuple[Any, dict]],
         evaluate: Callable[[Any], dict], metric: str, mode: str = "max",
@@ -83,7 +120,11 @@ def fit(state: Any, *, config: ml_collections.ConfigDict, workdir: str, writer: 
     `FloatingPointError` naming its step and, when `step_fn.examples(step)` exists
     (`Run.step_fn`), the batch's examples (the checkpoints before it are kept). A SIGTERM
     (preemption) checkpoints the state at the next sync and raises `Preempted` (exit status 0).
-    `hooks` are called with the step number after every step. `data`: a streaming iterator
+    `hooks` are called with the step number after every step. `config.profile_steps`
+    ("first,last"; optional) writes a `jax.profiler` trace of those steps into
+    `<workdir>/profile`. When `step_fn.data_wait()` exists (`Run.step_fn`), the seconds the steps
+    waited for their batches since the last log line are logged as `train/data_wait_ms` (per
+    step). `data`: a streaming iterator
     (`ttw_jax.core.stream.BatchStream`) that `step_fn` reads; its `get_state()` is saved in
     every checkpoint and restored on resume (`set_state`), so a resumed run reads the same batches.
 
@@ -112,15 +153,19 @@ def fit(state: Any, *, config: ml_collections.ConfigDict, workdir: str, writer: 
     if jax.process_index() == 0:
         from tqdm import tqdm
         progress = tqdm(total=config.num_steps, initial=meta["step"], desc="train", leave=False)
+    profiler = Profiler(profile_window(config.get("profile_steps", "")), workdir)
     with sigterm_flag() as preempt:
-        state, best_params = _train(state, best_params, meta, ckpt, config, workdir, writer,
-                                    step_fn, evaluate, metric, sign, eval_prefix, hooks, progress,
-                                    preempt, data)
+        try:
+            state, best_params = _train(state, best_params, meta, ckpt, config, workdir, writer,
+                                        step_fn, evaluate, metric, sign, eval_prefix, hooks,
+                                        progress, preempt, data, profiler)
+        finally:
+            profiler.close()
     return state, best_params, meta
 
 
 def _train(state, best_params, meta, ckpt, config, workdir, writer, step_fn, evaluate, metric,
-           sign, eval_prefix, hooks, progress, preempt, data):
+           sign, eval_prefix, hooks, progress, preempt, data, profiler):
     """`fit`'s loop; updates `meta` in place and returns (state, best_params)."""
     def save(step):
         meta["step"] = step
@@ -131,8 +176,10 @@ def _train(state, best_params, meta, ckpt, config, workdir, writer, step_fn, eva
     pending, t0 = [], time.time()
     step = meta["step"]
     first = step + 1
+    data_wait = getattr(step_fn, "data_wait", None)
     while step < config.num_steps and not meta["stopped"]:
         step += 1
+        profiler.before(step)
         if step == first:   # compilation included: what the compilation cache saves
             t_first = time.perf_counter()
             state, metrics = jax.block_until_ready(step_fn(state, step))
@@ -140,6 +187,7 @@ def _train(state, best_params, meta, ckpt, config, workdir, writer, step_fn, eva
                          time.perf_counter() - t_first)
         else:
             state, metrics = step_fn(state, step)
+        profiler.after(step, state)
         pending.append(metrics)
         for hook in hooks:
             hook(step)
@@ -156,6 +204,8 @@ def _train(state, best_params, meta, ckpt, config, workdir, writer, step_fn, eva
                     step_fn))
             scalars = {f"train/{k}": float(np.mean([m[k] for m in host])) for k in host[0]}
             scalars["train/steps_per_second"] = len(host) / max(time.time() - t0, 1e-9)
+            if data_wait is not None:
+                scalars["train/data_wait_ms"] = 1e3 * data_wait() / len(host)
             pending, t0 = [], time.time()
             if progress is not None:
                 progress.update(len(host))

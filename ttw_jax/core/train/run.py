@@ -18,6 +18,7 @@ steps, 2 evaluation; trainers use larger numbers for anything else.
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any, Callable, Sequence
 
 import jax
@@ -120,7 +121,8 @@ def check_eval(config: ml_collections.ConfigDict, metrics: Sequence[str]) -> Non
 @dataclasses.dataclass(frozen=True)
 class StepFn:
     """`Run.step_fn`'s result: `__call__(state, step)` runs training step `step`, `examples(step)`
-    names its batch's examples (None when the sampler cannot)."""
+    names its batch's examples (None when the sampler cannot), `data_wait()` the seconds spent
+    getting batches (logged by `fit`)."""
     train_step: Callable
     sample: Callable[..., Any]
     consts: tuple
@@ -130,10 +132,20 @@ class StepFn:
     def _data_key(self, step: int):
         return jax.random.split(jax.random.fold_in(self.key, step))
 
+    waited: list = dataclasses.field(default_factory=lambda: [0.0])   # seconds, since data_wait
+
     def __call__(self, state, step):
         k_data, k_step = self._data_key(step)
+        t = time.perf_counter()
         batch = self.sample(k_data, step) if self.pass_step else self.sample(k_data)
+        self.waited[0] += time.perf_counter() - t
         return self.train_step(state, batch, k_step, *self.consts)
+
+    def data_wait(self) -> float:
+        """Seconds spent getting batches since the last call (a stream's wait for its reader
+        threads; for on-device samplers only the dispatch)."""
+        out, self.waited[0] = self.waited[0], 0.0
+        return out
 
     def examples(self, step: int) -> list[str] | None:
         if hasattr(self.sample, "step_examples"):     # dp.StreamSampler

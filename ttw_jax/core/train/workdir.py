@@ -8,6 +8,7 @@ import jax
 import ml_collections
 
 from ttw_jax.core import paths
+from ttw_jax.core.train.precision import check_dtype
 
 
 def flatten(d: dict, prefix: str = "") -> dict:
@@ -25,6 +26,8 @@ def write_json(path: paths.PathLike, obj, **kw) -> None:
 
 
 # Config leaves (by their last name, at any depth) every trainer needs positive, or >= 0.
+# keys any run may change when it resumes: what it observes, not what it computes
+ALWAYS_RESUMABLE = ("profile_steps",)
 POSITIVE_KEYS = ("batch_size", "eval_every", "log_every", "sdr_batch_size")
 NON_NEGATIVE_KEYS = ("num_steps", "num_epochs")
 # Sizes of a model (`model.<name>`) that must be positive.
@@ -35,7 +38,8 @@ MODEL_SIZE_KEYS = ("features", "hidden", "embed_dim", "action_dim", "conv_featur
 def check_common(config: ml_collections.ConfigDict) -> None:
     """One ValueError naming every sizing key out of range: a `batch_size` / `eval_every` /
     `log_every` (any section) or a model size (`model.hidden`, ...) below 1, a `num_steps` /
-    `num_epochs` below 0."""
+    `num_epochs` below 0, a `profile_steps` that is not "first,last", a `dtype` not in
+    `precision.DTYPES`."""
     bad = []
     for key, value in flatten(config.to_dict()).items():
         name = key.rsplit(".", 1)[-1]
@@ -44,8 +48,29 @@ def check_common(config: ml_collections.ConfigDict) -> None:
         low = 1 if positive else 0 if name in NON_NEGATIVE_KEYS else None
         if low is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
             bad.append(f"{key}={value!r} (needs an integer >= {low})")
+    for check, key in ((profile_window, "profile_steps"), (check_dtype, "dtype")):
+        if key in config:
+            try:
+                check(config[key])
+            except ValueError as e:
+                bad.append(str(e))
     if bad:
         raise ValueError("config: " + "; ".join(bad))
+
+
+def profile_window(spec: str) -> tuple[int, int] | None:
+    """(first, last) training steps of `config.profile_steps` ("first,last", 1-based and
+    inclusive; "" none); ValueError naming the value otherwise."""
+    if not spec:
+        return None
+    try:
+        first, last = (int(x) for x in str(spec).split(","))
+    except ValueError:
+        first = last = 0
+    if not 1 <= first <= last:
+        raise ValueError(f"profile_steps must be 'first,last' with 1 <= first <= last, got "
+                         f"{spec!r}")
+    return first, last
 
 
 def holds_work(workdir: paths.PathLike) -> bool:
@@ -80,7 +105,8 @@ def check_workdir_config(config: ml_collections.ConfigDict, workdir: paths.PathL
         saved = flatten(json.loads(path.read_text(encoding="utf-8")))
         new = flatten(current)
         diff = [f"{k}: {saved.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(saved) | set(new))
-                if saved.get(k) != new.get(k) and not k.startswith(tuple(resumable))]
+                if saved.get(k) != new.get(k)
+                and not k.startswith(tuple(resumable) + ALWAYS_RESUMABLE)]
         if diff and holds_work(workdir):
             raise ValueError(f"{workdir} holds a run with another config ({'; '.join(diff)}); "
                              "resume it with the same config or choose a new --workdir")

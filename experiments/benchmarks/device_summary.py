@@ -1,0 +1,58 @@
+"""Collects `device_check.sh`'s results into one JSON object (printed):
+
+  python -m experiments.benchmarks.device_summary --out=/tmp/device_check
+
+{"device", "run_all": rows of run_all.json, "launchers": {"<name>_<dtype>": {"steps_per_second",
+"data_wait_ms", "steps", "profile": whether a trace was written}}, "failures": [lines]}. The
+steps per second are those of the last logged interval (compilation excluded).
+"""
+from __future__ import annotations
+
+import json
+import os
+
+from absl import app, flags
+
+
+def launcher_summary(workdir: str) -> dict:
+    """The last training line of `<workdir>/metrics.jsonl` (rate and data wait), and whether
+    `<workdir>/profile` holds a trace."""
+    path = os.path.join(workdir, "metrics.jsonl")
+    lines = []
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            lines = [json.loads(x) for x in f if x.strip()]
+    train = [x for x in lines if "train/steps_per_second" in x]
+    last = train[-1] if train else {}
+    traces = [f for _, _, fs in os.walk(os.path.join(workdir, "profile")) for f in fs
+              if f.endswith(".xplane.pb")]
+    return {"steps": last.get("step"), "steps_per_second": last.get("train/steps_per_second"),
+            "data_wait_ms": last.get("train/data_wait_ms"), "profile": bool(traces)}
+
+
+def summarize(out: str) -> dict:
+    result = {"device": None, "run_all": None, "launchers": {}, "failures": []}
+    run_all = os.path.join(out, "run_all.json")
+    if os.path.isfile(run_all):
+        with open(run_all, encoding="utf-8") as f:
+            stored = json.load(f)
+        result["device"], result["run_all"] = stored.get("device"), stored.get("rows")
+    folder = os.path.join(out, "launchers")
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        if os.path.isdir(os.path.join(folder, name)):
+            result["launchers"][name] = launcher_summary(os.path.join(folder, name))
+    failures = os.path.join(out, "failures.txt")
+    if os.path.isfile(failures):
+        with open(failures, encoding="utf-8") as f:
+            result["failures"] = [x.strip() for x in f if x.strip()]
+    return result
+
+
+def main(argv):
+    del argv
+    print(json.dumps(summarize(flags.FLAGS.out), indent=1))
+
+
+if __name__ == "__main__":
+    flags.DEFINE_string("out", "/tmp/device_check", "device_check.sh's output folder.")
+    app.run(main)
