@@ -39,6 +39,9 @@ RESUMABLE_CHANGES = ("patience", "eval.batch_size", "eval.baselines", "eval.base
                      "data.eval_splits", "data.tfds_dir", "data.manual_dir", "write_plots",
                      "num_heatmaps", "eval.write_predictions")
 METRICS = sdr_metrics.NAMES
+# with dtype=bfloat16, the pixel-score heads stay float32: 2,900+ bfloat16 scores tie, and the
+# predicted pixel (their argmax) falls on the first one
+SDR_FLOAT32_MODULES = ("out", "mlp_out")
 MODES = ("train", "baselines")
 # The official training set's mean Touchdown location (x, y), the official Average baseline's
 # prediction (lil-lab touchdown `sdr/predict.py`).
@@ -196,7 +199,7 @@ def build_model(config, vocab_size: int):
         m.name, vocab_size, levels=m.levels, channels=m.channels, stride=m.stride,
         mlp_hidden=m.mlp_hidden, mlp_layers=m.mlp_layers, embed_dim=m.embed_dim,
         hidden=m.hidden, dropout=m.dropout, deconv_dropout=m.deconv_dropout,
-        uniform_init=m.uniform_init), config.dtype)
+        uniform_init=m.uniform_init), config.dtype, SDR_FLOAT32_MODULES)
 
 
 def imported_params(path: str, template) -> dict:

@@ -68,3 +68,29 @@ def test_gradients_and_optimizer_state_stay_float32_and_the_loss_is_close():
     for _ in range(200):
         state = step(state)
     assert float(loss(mixed.apply)(state.params)) < 0.2 * float(l32)
+
+
+def test_named_submodules_stay_float32():
+    """`float32_modules`: a head named there computes on float32 inputs and parameters."""
+    model, params, x, ids = setup()
+    mixed = with_dtype(model, "bfloat16", float32_modules=("Dense_1",))
+    text = str(jax.make_jaxpr(mixed.apply)(params, x, ids))
+    assert "bf16[32,64]" in text and "f32[64,5]" in text and "bf16[64,5]" not in text
+    assert float(jnp.max(jnp.abs(mixed.apply(params, x, ids) - model.apply(params, x, ids)))) < 0.1
+
+
+def test_a_module_passed_to_a_method_is_left_alone():
+    """A method that takes submodules as arguments (the language guide's `extract`) runs."""
+    class Outer(nn.Module):
+        def setup(self):
+            self.a, self.b = nn.Dense(4), nn.Dense(4)
+
+        def pick(self, x, layer):
+            return layer(x)
+
+        def __call__(self, x):
+            return self.pick(x, self.a) + self.pick(x, self.b)
+    x = jnp.ones((2, 3))
+    params = Outer().init(jax.random.key(0), x)
+    out = with_dtype(Outer(), "bfloat16").apply(params, x)
+    assert out.dtype == jnp.float32 and out.shape == (2, 4)

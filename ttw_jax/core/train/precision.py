@@ -19,6 +19,7 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 DTYPES = ("float32", "bfloat16")
 
@@ -31,26 +32,41 @@ def check_dtype(dtype: str) -> None:
 
 def cast_floats(tree: Any, dtype) -> Any:
     """`tree` with every floating-point array leaf cast to `dtype` (integers, booleans, keys
-    and anything that is not an array unchanged)."""
+    and anything that is not an array, e.g. a module passed to a method, unchanged)."""
     def cast(x):
-        if hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jnp.floating) and x.dtype != dtype:
+        if (isinstance(x, (jax.Array, np.ndarray, np.generic))
+                and jnp.issubdtype(x.dtype, jnp.floating) and x.dtype != dtype):
             return x.astype(dtype)
         return x
     return jax.tree_util.tree_map(cast, tree)
 
 
+def cast_variables(variables: Any, dtype, keep: tuple[str, ...] = ()) -> Any:
+    """`cast_floats(variables, dtype)` except below a submodule named in `keep`."""
+    def cast(path, x):
+        names = {getattr(k, "key", None) for k in path}
+        return x if names & set(keep) else cast_floats(x, dtype)
+    return jax.tree_util.tree_map_with_path(cast, variables)
+
+
 class MixedPrecision:
-    """`module` whose `apply` computes in `dtype` (see the module docstring); every other
+    """`module` whose `apply` computes in `dtype` (see the module docstring), except the
+    submodules named in `float32_modules` (e.g. a dense prediction head whose many outputs would
+    tie once rounded to bfloat16), which compute in float32 on float32 parameters; every other
     attribute is the module's."""
 
-    def __init__(self, module, dtype: str):
+    def __init__(self, module, dtype: str, float32_modules: tuple[str, ...] = ()):
         check_dtype(dtype)
         self.module, self.dtype = module, jnp.dtype(dtype)
+        self.float32_modules = tuple(float32_modules)
 
     def _intercept(self, next_fun, args, kwargs, context):
         cell = isinstance(context.module, nn.RNNCellBase)
         if cell and context.method_name != "__call__":
             return next_fun(*args, **kwargs)      # a cell's lifted scan: its steps are cast
+        if context.module.name in self.float32_modules:
+            args32, kwargs32 = cast_floats((args, kwargs), jnp.float32)
+            return next_fun(*args32, **kwargs32)
         cast_args, kwargs = cast_floats((args, kwargs), self.dtype)
         out = next_fun(*cast_args, **kwargs)
         if cell and args:
@@ -65,14 +81,15 @@ class MixedPrecision:
     def apply(self, variables, *args, **kwargs):
         args, kwargs = cast_floats((args, kwargs), self.dtype)
         with nn.intercept_methods(self._intercept):
-            out = self.module.apply(cast_floats(variables, self.dtype), *args, **kwargs)
+            out = self.module.apply(cast_variables(variables, self.dtype, self.float32_modules),
+                                    *args, **kwargs)
         return cast_floats(out, jnp.float32)
 
     def __getattr__(self, name):
         return getattr(self.module, name)
 
 
-def with_dtype(module, dtype: str = "float32"):
+def with_dtype(module, dtype: str = "float32", float32_modules: tuple[str, ...] = ()):
     """`module` itself for float32, else a `MixedPrecision` wrapper of it."""
     check_dtype(dtype)
-    return module if dtype == "float32" else MixedPrecision(module, dtype)
+    return module if dtype == "float32" else MixedPrecision(module, dtype, float32_modules)

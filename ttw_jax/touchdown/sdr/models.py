@@ -51,6 +51,8 @@ def kernel_init(scale: float | None):
 def pixel_log_softmax(scores: jax.Array) -> jax.Array:
     """Log-softmax of scores [B, H, W] over all H*W pixels: returns [B, H, W]."""
     b, h, w = scores.shape
+    # in float32 whatever the scores' dtype (a bfloat16 log-softmax over H * W pixels ties)
+    scores = scores.astype(jnp.promote_types(scores.dtype, jnp.float32))
     return jax.nn.log_softmax(scores.reshape(b, h * w), axis=-1).reshape(b, h, w)
 
 
