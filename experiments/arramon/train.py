@@ -14,7 +14,6 @@ by `python -m experiments.arramon.score`) and draws `trajectories.png` (dev inst
 from __future__ import annotations
 
 import os
-import time
 import zlib
 from typing import Callable, Sequence
 
@@ -33,7 +32,7 @@ from ttw_jax.arramon.model import PhaseAgent, num_params
 from ttw_jax.core.chunks import map_in_chunks
 from ttw_jax.core.stream import BatchStream
 from ttw_jax.core.train import data_parallel as dp
-from ttw_jax.core.train.run import (EVAL, INIT, STEPS, Run, check_eval, make_optimizer,
+from ttw_jax.core.train.run import (EVAL, INIT, STEPS, DataWait, Run, check_eval, make_optimizer,
                                     mean_over_seeds, seed_keys, splits)
 from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.core.vocab import Vocabulary, token_limit
@@ -295,17 +294,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         step_key = run.key(STEPS)
         sample = dp.StreamSampler(stream, run.mesh, names)
 
-        waited = [0.0]
+        data_wait = DataWait()      # logged by `fit` as train/data_wait_ms
 
         def step_fn(state, step):
-            t = time.perf_counter()
-            batch = sample()
-            waited[0] += time.perf_counter() - t
-            return train_step(state, batch, jax.random.fold_in(step_key, step))
-
-        def data_wait():   # logged by `fit` as train/data_wait_ms
-            out, waited[0] = waited[0], 0.0
-            return out
+            return train_step(state, data_wait.timed(sample),
+                              jax.random.fold_in(step_key, step))
         step_fn.examples, step_fn.data_wait = sample.step_examples, data_wait
     else:
         train_walk = run.replicate(data["walkable"][d.train_split])

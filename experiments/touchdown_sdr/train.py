@@ -9,7 +9,6 @@ baselines, and writes heatmaps of predicted distributions with the gold location
 """
 from __future__ import annotations
 
-import time
 from typing import Callable, Sequence
 
 import jax
@@ -21,8 +20,8 @@ from ttw_datasets.touchdown import touchdown_dataset_builder as td_builder
 from ttw_jax.core import paths
 from ttw_jax.core.stream import BatchStream
 from ttw_jax.core.train import data_parallel as dp
-from ttw_jax.core.train.run import (INIT, STEPS, Run, check_eval, evaluate_best, make_optimizer,
-                                    mean_over_seeds)
+from ttw_jax.core.train.run import (INIT, STEPS, DataWait, Run, check_eval, evaluate_best,
+                                    make_optimizer, mean_over_seeds)
 from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.core.vocab import Vocabulary, token_limit
 from ttw_jax.touchdown import records as td_records
@@ -259,21 +258,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         return np.random.default_rng((config.seed, step)).integers(0, len(train["center"]),
                                                                    config.batch_size)
 
-    waited = [0.0]
+    def batch_of(step):
+        if sampler is not None:   # the stream's state is checkpointed: resumed runs read alike
+            return sampler()
+        idx = rows(step)
+        return dp.shard_global({k: train[k][idx] for k in keys}, dp.batch_sharded(run.mesh))
+
+    data_wait = DataWait()      # logged by `fit` as train/data_wait_ms
 
     def step_fn(state, step):
-        t = time.perf_counter()
-        if sampler is not None:   # the stream's state is checkpointed: resumed runs read alike
-            batch = sampler()
-        else:
-            idx = rows(step)
-            batch = dp.shard_global({k: train[k][idx] for k in keys}, dp.batch_sharded(run.mesh))
-        waited[0] += time.perf_counter() - t
-        return train_step(state, batch, jax.random.fold_in(step_key, step))
-
-    def data_wait():   # logged by `fit` as train/data_wait_ms
-        out, waited[0] = waited[0], 0.0
-        return out
+        return train_step(state, data_wait.timed(batch_of, step),
+                          jax.random.fold_in(step_key, step))
     step_fn.data_wait = data_wait
 
     def examples(step):   # what a non-finite loss names: route ids and feature files

@@ -29,18 +29,11 @@ from ttw_jax.arramon import features as af
 from ttw_jax.arramon import records as ar
 from ttw_jax.arramon.episodes import actions_of
 from ttw_jax.core import paths
-from ttw_jax.core.records import RecordFormatError, check_npy_size, read_lines
+from ttw_jax.core.records import RecordFormatError, check_npy_size, problem_line, read_lines
 
 VOCAB_FILE = "na_vocab.txt"
 ERRORS = (RecordFormatError, ValueError, OSError)
 SHOWN = 3        # missing files named in a summary line
-
-
-def problem(path: str, error: BaseException) -> str:
-    """One line for `error` about `path`: its message (the readers' start with the file),
-    prefixed with `path` when it does not."""
-    text = " ".join(str(error).splitlines())
-    return text if text.startswith(str(path)) else f"{path}: {type(error).__name__}: {text}"
 
 
 def check_vocab(path: str) -> int:
@@ -106,14 +99,14 @@ def check_features(features_dir: str, records: list[Mapping], bodies: bool = Tru
             try:
                 poses[map_id] = af.read_poses(features_dir, map_id)
             except ERRORS as e:
-                problems.append(problem(path, e))
+                problems.append(problem_line(path, e))
                 continue
         if poses[map_id] is None:
             continue
         try:
             needed.update(dict.fromkeys(needed_features(features_dir, rec, poses[map_id])))
         except ERRORS as e:
-            problems.append(problem(af.pose_path(features_dir, map_id), e))
+            problems.append(problem_line(af.pose_path(features_dir, map_id), e))
             poses[map_id] = None           # one line per pose file
     missing = []
     for path in needed:
@@ -124,7 +117,7 @@ def check_features(features_dir: str, records: list[Mapping], bodies: bool = Tru
         try:
             check_feature_file(path, bodies)
         except ERRORS as e:
-            problems.append(problem(path, e))
+            problems.append(problem_line(path, e))
     if missing_poses:
         problems.append(f"{os.path.join(features_dir, af.POS_DIR)}: no pose file for "
                         f"{len(missing_poses)} mapIds the records name, e.g. "
@@ -150,7 +143,7 @@ def validate_release(manual_dir: str, features_dir: str | None = None, bodies: b
             if not instances:
                 raise ar.ArramonFormatError(f"{path}: no instances")
         except ERRORS as e:
-            problems.append(problem(path, e))
+            problems.append(problem_line(path, e))
             continue
         records += instances
     if not found:
@@ -162,7 +155,7 @@ def validate_release(manual_dir: str, features_dir: str | None = None, bodies: b
         try:
             check_vocab(vocab)
         except ERRORS as e:
-            problems.append(problem(vocab, e))
+            problems.append(problem_line(vocab, e))
     if features_dir:
         more, n = check_features(features_dir, records, bodies)
         problems += more

@@ -52,6 +52,14 @@ def damaged(path: Any, error: ErrorType = RecordFormatError) -> Iterator[None]:
                     f"({type(e).__name__}: {str(e)[:200]})") from None
 
 
+def problem_line(path: Any, error: BaseException) -> str:
+    """One line of a release check (`<system>.validate`) for `error` about `path`: its message
+    on one line (the readers' messages start with the file), prefixed with `path` and the
+    error's type when it does not start with it."""
+    text = " ".join(str(error).splitlines())
+    return text if text.startswith(str(path)) else f"{path}: {type(error).__name__}: {text}"
+
+
 def check_npy_size(path: Any, error: ErrorType = RecordFormatError) -> tuple[tuple, np.dtype]:
     """(shape, dtype) from an `.npy` file's header, after checking that the file holds every
     byte the header announces (a truncated file is `error` naming it and both sizes)."""

@@ -40,12 +40,6 @@ CONNECTIVITY_SUFFIX = "_connectivity.json"
 EXAMPLES = 3   # missing files named in a summary line
 
 
-def problem_line(path: str, error: BaseException | str) -> str:
-    """One report line: the message, starting with `path` (added if it does not)."""
-    text = str(error)
-    return text if text.startswith(str(path)) else f"{path}: {text}"
-
-
 class Graphs:
     """The Matterport graphs of the scans whose connectivity files read well
     (`load_matterport_graph`), for checking records' scans and paths."""
@@ -90,7 +84,7 @@ def check_connectivity(connectivity_dir: str, problems: list[str]
     try:
         scans = list_scans(connectivity_dir)
     except ERRORS as e:
-        problems.append(problem_line(connectivity_dir, e))
+        problems.append(core.problem_line(connectivity_dir, e))
         return 0, [], []
     if not scans:
         problems.append(f"{connectivity_dir}: no <scan>{CONNECTIVITY_SUFFIX} file")
@@ -101,7 +95,7 @@ def check_connectivity(connectivity_dir: str, problems: list[str]
             read_connectivity(path)
             good.append(scan)
         except ERRORS as e:
-            problems.append(problem_line(path, e))
+            problems.append(core.problem_line(path, e))
             bad.append(scan)
     return len(scans), good, bad
 
@@ -182,7 +176,7 @@ class Bodies:
                 else:
                     check_archive(path)
             except ERRORS as e:
-                self.problems.append(problem_line(path, e))
+                self.problems.append(core.problem_line(path, e))
         return self.texts[path]
 
     def pose_trace(self, path: str, rec: dict, subwords: int | None) -> None:
@@ -196,7 +190,7 @@ class Bodies:
             else:
                 check_archive(path)
         except ERRORS as e:
-            self.problems.append(problem_line(path, e))
+            self.problems.append(core.problem_line(path, e))
 
     def check_file(self, recs: Sequence[dict], split: str, annotator: str,
                    demonstration_ids: Sequence[int | None] | None = None) -> None:
@@ -255,8 +249,8 @@ class Bodies:
 
 
 def check_view_features(path: str, graphs: Graphs | None, scans: set[str]) -> str | None:
-    """The first problem of a view-feature file (None when there is none): a malformed row (its
-    reader's error), non-finite values, a viewpoint listed twice and, with `graphs`, a row of a
+    """The first problem of a view-feature file (None when there is none): a malformed row or
+    non-finite values (its reader's error), a viewpoint listed twice and, with `graphs`, a row of a
     known scan that is not one of its viewpoints, or viewpoints of `scans` without a row."""
     fmt = vf.file_format(path)
     if fmt == "npz":
@@ -268,12 +262,10 @@ def check_view_features(path: str, graphs: Graphs | None, scans: set[str]) -> st
         rows = ((f"{path}: dataset {name!r}", f"{s}/{v}", x)
                 for name, s, v, x in vf.hdf5_rows(path))
     first: dict[str, str] = {}
-    for where, key, x in rows:
+    for where, key, _ in rows:
         if key in first:
             return f"{where}: viewpoint {key} is listed twice (first at {first[key]})"
         first[key] = where
-        if not np.isfinite(x).all():
-            return f"{where}: field 'features': non-finite values"
         scan, viewpoint = key.split("/", 1)
         if graphs is not None and scan in graphs.scans and key not in graphs.nodes.index:
             return (f"{where}: field 'viewpointId': {viewpoint} is not a viewpoint of scan "
@@ -300,7 +292,7 @@ def validate_release(manual_dir: str, connectivity_dir: str | None = None, bodie
             try:
                 graphs = Graphs(connectivity_dir, good, bad)
             except ERRORS as e:
-                problems.append(problem_line(connectivity_dir, e))
+                problems.append(core.problem_line(connectivity_dir, e))
     files = annotation_files(manual_dir)
     if not files:
         problems.append(f"{manual_dir}: no annotation file (expected R2R_{{split}}.json or "
@@ -325,7 +317,7 @@ def validate_release(manual_dir: str, connectivity_dir: str | None = None, bodie
                 recs = rr.read_rxr(path, guides=guides.get(split), bodies=False)
                 lines = rxr_lines(path)
         except ERRORS as e:
-            problems.append(problem_line(path, e))
+            problems.append(core.problem_line(path, e))
             continue
         if fields is not None:
             guides[split] = fields
@@ -347,7 +339,7 @@ def validate_release(manual_dir: str, connectivity_dir: str | None = None, bodie
         try:
             problem = check_view_features(view_features, graphs, scans)
         except ERRORS as e:
-            problem = problem_line(view_features, e)
+            problem = core.problem_line(view_features, e)
         if problem:
             problems.append(problem)
     return [" ".join(p.splitlines()) for p in problems], checked

@@ -23,19 +23,12 @@ import os
 
 from ttw_datasets.talk_the_walk.talk_the_walk_dataset_builder import configuration_windows
 from ttw_jax.core import paths
-from ttw_jax.core.records import RecordFormatError
+from ttw_jax.core.records import RecordFormatError, problem_line
 from ttw_jax.talk_the_walk import maps
 from ttw_jax.talk_the_walk.landmarks import features as lf, release
 from ttw_jax.talk_the_walk.language import dialogues as td
 
 ERRORS = (RecordFormatError, ValueError, OSError)
-
-
-def problem(path: str, error: BaseException) -> str:
-    """One line for `error` about `path`: its message (the readers' start with the file),
-    prefixed with `path` when it does not."""
-    text = " ".join(str(error).splitlines())
-    return text if text.startswith(str(path)) else f"{path}: {type(error).__name__}: {text}"
 
 
 def check_dialogues(data_dir: str) -> tuple[list[str], int, dict[str, str]]:
@@ -50,7 +43,7 @@ def check_dialogues(data_dir: str) -> tuple[list[str], int, dict[str, str]]:
         try:
             episodes = td.read_dialogues(path)
         except ERRORS as e:
-            problems.append(problem(path, e))
+            problems.append(problem_line(path, e))
             continue
         for ep in episodes:
             used.setdefault(ep["neighborhood"], path)
@@ -63,7 +56,7 @@ def check_dialogues(data_dir: str) -> tuple[list[str], int, dict[str, str]]:
         try:
             td.read_configurations(path)
         except ERRORS as e:
-            problems.append(problem(path, e))
+            problems.append(problem_line(path, e))
             sound = False
     if configs > 1 and sound:            # each file read: the windows they share
         try:
@@ -88,7 +81,7 @@ def check_maps(maps_dir: str, used: dict[str, str]) -> tuple[list[str], int, lis
         try:
             loaded.append(maps.load_map(path, name))
         except ERRORS as e:
-            problems.append(problem(path, e))
+            problems.append(problem_line(path, e))
     lacking = [n for n in absent if n in used]
     if lacking:
         expected = ", ".join(p for n in lacking for p in maps.map_paths(maps_dir, n))
@@ -116,7 +109,7 @@ def check_features(features_dir: str, nmaps: list) -> tuple[list[str], int]:
             if nmaps:
                 lf.build_corners(nmaps, resnet=resnet, resnet_source=path)
         except ERRORS as e:
-            problems.append(problem(path, e))
+            problems.append(problem_line(path, e))
     for name in maps.NEIGHBORHOODS:
         path = os.path.join(features_dir, name, release.TEXT_FILE)
         if paths.isfile(path):
@@ -124,7 +117,7 @@ def check_features(features_dir: str, nmaps: list) -> tuple[list[str], int]:
             try:
                 release.read_text(path)
             except ERRORS as e:
-                problems.append(problem(path, e))
+                problems.append(problem_line(path, e))
     if not checked:
         problems.append(f"{features_dir}: no landmark feature file (expected "
                         f"{release.RESNET_FILE} or <nbh>/{release.TEXT_FILE}). "

@@ -93,6 +93,11 @@ def shard_global(tree, sharding: NamedSharding):
     return jax.tree_util.tree_map(put, tree)
 
 
+def row_names(names, rows) -> list[str]:
+    """The `names` of `rows` (one string per row of a sampler's arrays; "row <i>" without)."""
+    return [str(names[r]) if names is not None else f"row {r}" for r in rows]
+
+
 class EpisodeSampler:
     """sample(key) -> {name: array[idx]} for `batch_size` episodes drawn uniformly with replacement
     from `arrays` (host arrays with a common leading axis, copied to every device once), or, with
@@ -128,8 +133,7 @@ class EpisodeSampler:
         return idx if self._index is None else self._index[idx]
 
     def examples(self, key) -> list[str]:
-        return [str(self.names[r]) if self.names is not None else f"row {r}"
-                for r in self.rows(key)]
+        return row_names(self.names, self.rows(key))
 
 
 def episode_sampler(arrays: dict, batch_size: int, mesh: Mesh, index=None,
@@ -205,8 +209,7 @@ class StreamSampler:
         self._state = None
 
     def step_examples(self, step: int) -> list[str]:
-        return [str(self.names[r]) if self.names is not None else f"row {r}"
-                for r in self.stream.global_rows(step - 1)]
+        return row_names(self.names, self.stream.global_rows(step - 1))
 
 
 def shard_process_local(tree, mesh: Mesh):

@@ -118,6 +118,26 @@ def check_eval(config: ml_collections.ConfigDict, metrics: Sequence[str]) -> Non
         raise ValueError(f"eval.mode must be one of {MODES}, got {config.eval.mode!r}")
 
 
+class DataWait:
+    """The seconds a step function spent getting its batches: `timed(get, *args)` calls
+    `get(*args)` and counts its time; calling the object returns the seconds since the last call
+    and starts again (`fit` logs them as train/data_wait_ms: a stream's wait for its reader
+    threads; for on-device samplers only the dispatch)."""
+
+    def __init__(self):
+        self.seconds = 0.0
+
+    def timed(self, get: Callable, *args):
+        t = time.perf_counter()
+        out = get(*args)
+        self.seconds += time.perf_counter() - t
+        return out
+
+    def __call__(self) -> float:
+        out, self.seconds = self.seconds, 0.0
+        return out
+
+
 @dataclasses.dataclass(frozen=True)
 class StepFn:
     """`Run.step_fn`'s result: `__call__(state, step)` runs training step `step`, `examples(step)`
@@ -132,20 +152,13 @@ class StepFn:
     def _data_key(self, step: int):
         return jax.random.split(jax.random.fold_in(self.key, step))
 
-    waited: list = dataclasses.field(default_factory=lambda: [0.0])   # seconds, since data_wait
+    data_wait: DataWait = dataclasses.field(default_factory=DataWait)  # fit logs it
 
     def __call__(self, state, step):
         k_data, k_step = self._data_key(step)
-        t = time.perf_counter()
-        batch = self.sample(k_data, step) if self.pass_step else self.sample(k_data)
-        self.waited[0] += time.perf_counter() - t
+        batch = (self.data_wait.timed(self.sample, k_data, step) if self.pass_step
+                 else self.data_wait.timed(self.sample, k_data))
         return self.train_step(state, batch, k_step, *self.consts)
-
-    def data_wait(self) -> float:
-        """Seconds spent getting batches since the last call (a stream's wait for its reader
-        threads; for on-device samplers only the dispatch)."""
-        out, self.waited[0] = self.waited[0], 0.0
-        return out
 
     def examples(self, step: int) -> list[str] | None:
         if hasattr(self.sample, "step_examples"):     # dp.StreamSampler
