@@ -88,10 +88,10 @@ def bench_rcm(peak, quick) -> list[dict]:
                  f"--repeats={1 if quick else 3}", f"--horizon={10 if quick else 20}")
     scan = re.search(r"^\s*1024\s+scan\s+([\d,]+)", out, re.M)
     loop = re.search(r"^\s*1024\s+loop\s+([\d,]+)", out, re.M)
-    flops = re.search(r"XLA cost analysis: ([\d.]+) GFLOP per step", out)
+    flops = re.search(r"traced count: ([\d.]+) GFLOP per step", out)
     fast, slow, gflop = num(scan[1]), num(loop[1]), float(flops[1])
     return [row("RCM policy rollouts in one scan, batch 1,024, default agent (90 real graphs), "
-                f"{gflop:.2f} GFLOP per batch step (XLA)", f"{fast:,.0f} steps/s",
+                f"{gflop:.2f} GFLOP per batch step (traced)", f"{fast:,.0f} steps/s",
                 f"{slow:,.0f} steps/s (Python loop of jitted steps, same run)", f"{sig(fast / slow)}x",
                 pct(gflop * fast / 1024, peak))]
 
