@@ -3,8 +3,9 @@
   python -m experiments.benchmarks.device_summary --out=/tmp/device_check
 
 {"device", "run_all": rows of run_all.json, "launchers": {"<name>_<dtype>": {"steps_per_second",
-"data_wait_ms", "steps", "profile": whether a trace was written}}, "failures": [lines]}. The
-steps per second are those of the last logged interval (compilation excluded).
+"data_wait_ms", "steps", "profile": whether a trace was written}}, "failures": [lines]}; a run
+of stages (the language pipeline) has no top-level rate but {"stages": {"<stage>": the same}}.
+The steps per second are those of the last logged interval (compilation excluded).
 """
 from __future__ import annotations
 
@@ -26,8 +27,12 @@ def launcher_summary(workdir: str) -> dict:
     last = train[-1] if train else {}
     traces = [f for _, _, fs in os.walk(os.path.join(workdir, "profile")) for f in fs
               if f.endswith(".xplane.pb")]
-    return {"steps": last.get("step"), "steps_per_second": last.get("train/steps_per_second"),
-            "data_wait_ms": last.get("train/data_wait_ms"), "profile": bool(traces)}
+    out = {"steps": last.get("step"), "steps_per_second": last.get("train/steps_per_second"),
+           "data_wait_ms": last.get("train/data_wait_ms"), "profile": bool(traces)}
+    stages = {name: launcher_summary(os.path.join(workdir, name))
+              for name in sorted(os.listdir(workdir)) if not lines
+              and os.path.isfile(os.path.join(workdir, name, "metrics.jsonl"))}
+    return {"stages": stages} if stages else out
 
 
 def summarize(out: str) -> dict:

@@ -122,6 +122,24 @@ def flops_by_dtype(fn: Callable, *args: Any, while_trips: int = 1) -> dict[str, 
     return {k: float(v) for k, v in out.items()}
 
 
+def primitive_dtypes(fn: Callable, *args: Any, names: tuple[str, ...] = ("exp",)
+                     ) -> dict[str, int]:
+    """{input dtype name: count} of the equations of primitives `names` in the traced jaxpr of
+    `fn(*args)`, every sub-jaxpr included (each counted once, live or not): e.g. whether a
+    mixed-precision step takes any softmax's `exp` in bfloat16."""
+    out: dict[str, int] = {}
+
+    def walk(jaxpr):
+        for eqn in getattr(jaxpr, "jaxpr", jaxpr).eqns:
+            if eqn.primitive.name in names:
+                key = np.dtype(eqn.invars[0].aval.dtype).name
+                out[key] = out.get(key, 0) + 1
+            for j in _sub_jaxprs(eqn.params):
+                walk(j)
+    walk(jax.make_jaxpr(fn)(*args))
+    return out
+
+
 def peak_dtype(*args: Any) -> str:
     """'bfloat16' if any floating input leaf is bfloat16 (or float16), else 'float32'."""
     kinds = {np.dtype(x.dtype).name for x in jax.tree_util.tree_leaves(args)

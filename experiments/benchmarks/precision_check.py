@@ -7,7 +7,8 @@ initial parameters and batch in both dtypes) and the run's dev / valid metric at
 
 Prints one Markdown table; each run's workdir stays under `--out`. `--trace_only` trains nothing:
 it traces each trainer's (first stage's) train step with `config.dtype=bfloat16` and reports the
-share of its dense FLOPs (`experiments.benchmarks.flops`) done on bfloat16 operands.
+share of its dense FLOPs (`experiments.benchmarks.flops`) done on bfloat16 operands, and the
+dtypes its `exp`s (the softmaxes') take.
 """
 from __future__ import annotations
 
@@ -59,17 +60,19 @@ class _Traced(Exception):
     """Carries the FLOPs by dtype out of a trainer, in place of training."""
 
 
-def bf16_share(name: str, out: str, tfds_dir: str | None = None) -> dict[str, float]:
-    """{dtype: dense FLOPs} of trainer `name`'s first train step with `dtype=bfloat16`, traced
-    (`Run.fit` replaced: nothing trains)."""
+def bf16_share(name: str, out: str, tfds_dir: str | None = None
+               ) -> tuple[dict[str, float], dict[str, int]]:
+    """({dtype: dense FLOPs}, {dtype: number of `exp` equations}) of trainer `name`'s first
+    train step with `dtype=bfloat16`, traced (`Run.fit` replaced: nothing trains)."""
     from unittest import mock
 
-    from experiments.benchmarks.flops import flops_by_dtype
+    from experiments.benchmarks.flops import flops_by_dtype, primitive_dtypes
     from ttw_jax.core.train.run import Run
 
     def traced_fit(run, state, step_fn, *args, **kwargs):
         state = run.replicate(state)
-        raise _Traced(flops_by_dtype(lambda s: step_fn(s, 1), state))
+        step = lambda s: step_fn(s, 1)
+        raise _Traced(flops_by_dtype(step, state), primitive_dtypes(step, state))
     trainer = TRAINERS[name]
     config = trainer.config(tfds_dir or os.path.join(out, "tfds"))
     config.dtype = "bfloat16"
@@ -77,7 +80,7 @@ def bf16_share(name: str, out: str, tfds_dir: str | None = None) -> dict[str, fl
         try:
             trainer.train.train_and_evaluate(config, os.path.join(out, f"{name}_trace"))
         except _Traced as e:
-            return e.args[0]
+            return e.args
     raise RuntimeError(f"{name}: no train step reached Run.fit")
 
 
@@ -85,12 +88,14 @@ def main(argv):
     del argv
     F = flags.FLAGS
     if F.trace_only:
-        lines = ["| trainer | dense FLOPs per step | on bfloat16 operands |", "| --- | --- | --- |"]
+        lines = ["| trainer | dense FLOPs per step | on bfloat16 operands | exp ops by dtype |",
+                 "| --- | --- | --- | --- |"]
         for name in F.names.split(","):
-            by = bf16_share(name, F.out)
+            by, exps = bf16_share(name, F.out)
             total = sum(by.values())
             lines.append(f"| {name} | {total / 1e9:.3g} GFLOP | "
-                         f"{by.get('bfloat16', 0) / total:.1%} |")
+                         f"{by.get('bfloat16', 0) / total:.1%} | "
+                         f"{', '.join(f'{k} {v}' for k, v in sorted(exps.items()))} |")
             print(lines[-1], flush=True)
         print("\n".join(lines))
         return

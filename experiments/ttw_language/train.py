@@ -89,11 +89,13 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
 
 
 def stage_config(config: ml_collections.ConfigDict, stage: ml_collections.ConfigDict):
-    """The `fit` settings of one stage: its num_steps / eval_every over the shared ones."""
-    c = ml_collections.ConfigDict({"num_steps": stage.num_steps, "eval_every": stage.eval_every,
-                                   "patience": config.patience, "log_every": config.log_every,
-                                   "max_checkpoints": config.max_checkpoints})
-    return c
+    """The `fit` settings of one stage: its num_steps / eval_every over the shared ones (the
+    shared `profile_steps` traces those steps of every stage, into `<stage>/profile`)."""
+    return ml_collections.ConfigDict({
+        "num_steps": stage.num_steps, "eval_every": stage.eval_every,
+        "patience": config.patience, "log_every": config.log_every,
+        "max_checkpoints": config.max_checkpoints,
+        "profile_steps": config.get("profile_steps", "")})
 
 
 def run_stage(run: Run, stage, name: str, params, loss_fn: Callable, sample: Callable,

@@ -11,6 +11,7 @@ from ttw_jax.arramon import env, episodes as ae, expert, synthetic as syn
 from ttw_jax.arramon.losses import imitation_loss
 from ttw_jax.arramon.model import KINDS, PhaseAgent, navigation_student_policy, num_params
 from ttw_jax.core.env import rollout
+from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.core.vocab import Vocabulary
 
 pytestmark = pytest.mark.usefixtures("fast_compile_unless_slow")  # tiny models
@@ -120,14 +121,15 @@ def test_unknown_kind_is_refused():
 
 
 @pytest.mark.slow
-def test_overfits_a_tiny_batch_through_the_simulator():
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_overfits_a_tiny_batch_through_the_simulator(dtype):
     records = syn.synthetic_instances(2, seed=5)
     vocab = Vocabulary.build(s for r in records for k in ("navi_inst_gt", "assem_inst_gt")
                              for s in r["instructions"][k])
     walk, index = ae.walkable_for(records)
     batch = {k: jnp.asarray(v) for k, v in
              ae.turn_examples(ae.episodes(records, vocab, 40, 8, index)).items()}
-    nav, assem = (PhaseAgent(len(vocab), ATTRS, "vl", 32, 16, 32, dropout=0.0)
+    nav, assem = (with_dtype(PhaseAgent(len(vocab), ATTRS, "vl", 32, 16, 32, dropout=0.0), dtype)
                   for _ in range(2))
     init = jax.jit(nav.init)             # the two modules are alike: one compiled init
     params = {"navi": init(jax.random.key(1), *_inputs()),

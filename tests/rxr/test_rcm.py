@@ -15,6 +15,7 @@ from tests.conftest import shared_path
 from ttw_jax.core.env import batched, rollout
 from ttw_jax.core.pano_graph import build_graph
 from ttw_jax.core.train import data_parallel as dp
+from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.core.vocab import Vocabulary
 from ttw_jax.rxr import env as mp, evaluation as r2r_eval
 from ttw_jax.rxr.episodes import episodes
@@ -296,9 +297,10 @@ def test_vision_only_agent_ignores_the_instruction(real):
 
 
 @pytest.mark.slow
-def test_behavioural_cloning_overfits_a_tiny_batch(real):
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_behavioural_cloning_overfits_a_tiny_batch(dtype, real):
     g = jax.device_put(real["graph"])
-    model = small_model(len(real["vocab"]))
+    model = with_dtype(small_model(len(real["vocab"])), dtype)
     params = init(model, g, 8)
     loss_fn = mixed_loss(model, loss_config(bc_every=1))
     consts = (g, jnp.asarray(real["feats"]), jax.device_put(real["geo"]))

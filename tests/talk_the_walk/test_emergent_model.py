@@ -4,6 +4,7 @@ import numpy as np
 import optax
 import pytest
 
+from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.talk_the_walk import maps, walks
 from ttw_jax.talk_the_walk.emergent.losses import localization_loss
 from ttw_jax.talk_the_walk.emergent.model import Localizer, partition_gate_init
@@ -53,10 +54,12 @@ def test_masks_are_distributions_over_the_3x3_neighbourhood():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("discrete", [False, True])
-def test_overfits_a_tiny_batch(discrete):
+@pytest.mark.parametrize("discrete,dtype", [(False, "float32"), (True, "float32"),
+                                            (False, "bfloat16")])
+def test_overfits_a_tiny_batch(discrete, dtype):
     batch = tiny_batch(n=8, seed=1)
-    model = Localizer(T=T, features=32, num_landmark_ids=maps.NUM_LANDMARK_IDS, discrete=discrete)
+    model = with_dtype(Localizer(T=T, features=32, num_landmark_ids=maps.NUM_LANDMARK_IDS,
+                                 discrete=discrete), dtype)
     params = init(model, batch)
     loss_fn = localization_loss(model.apply, discrete)
     tx = optax.adam(1e-2)

@@ -8,6 +8,7 @@ from flax.training import train_state
 
 from ttw_jax.core.train.data_parallel import (batch_sharded, make_mesh, make_train_step, replicate,
                                               shard_global)
+from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.talk_the_walk.language.guide import NLGuide
 from ttw_jax.talk_the_walk.language.losses import (guide_loss, tourist_loss, tourist_pg_loss,
                                                    utterance_message)
@@ -337,6 +338,14 @@ def test_guide_overfits_and_T_head_learns_the_best_T(guide, guide_apply):
     p_before, p_after = jax.nn.softmax(out["T_logits"]), jax.nn.softmax(out2["T_logits"])
     assert p_after[:, best].sum(1).mean() > p_before[:, best].sum(1).mean() + 0.1
     assert (p_after * ce).sum(1).mean() < 0.7 * (p_before * ce).sum(1).mean()
+
+
+@pytest.mark.slow
+def test_guide_overfits_in_bfloat16(guide):
+    model, params, batch = guide
+    mixed = with_dtype(model, "bfloat16")
+    _, metrics, _ = fit(guide_loss(mixed.apply, "fixed"), params, batch, 150, 2e-2)
+    assert metrics["accuracy"] == 1.0, metrics
 
 
 def test_T_reinforce_sign():

@@ -8,6 +8,7 @@ import pytest
 
 from ttw_jax.core import vocab as vocab_lib
 from ttw_jax.core.env import replay_policy
+from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.core.vocab import Vocabulary
 from ttw_jax.touchdown import (env as td, episodes as nav_episodes, evaluation as nav_eval,
                                features as pano_features)
@@ -205,9 +206,11 @@ def test_uniform_init_draws_every_kernel_and_embedding_from_the_papers_interval(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["ga", "rconcat"])
-def test_overfits_a_tiny_batch_through_the_scan(kind, world):
-    model = Navigator(len(world["vocab"]), kind, text_hidden=32, hidden=32, conv_features=8)
+@pytest.mark.parametrize("kind,dtype", [("ga", "float32"), ("rconcat", "float32"),
+                                        ("rconcat", "bfloat16")])
+def test_overfits_a_tiny_batch_through_the_scan(kind, dtype, world):
+    model = with_dtype(Navigator(len(world["vocab"]), kind, text_hidden=32, hidden=32,
+                                 conv_features=8), dtype)
     params = init(model)
     eps = world["eps"]
     batch = {k: jnp.asarray(eps[k][:4]) for k in ("start_pano", "start_heading", "tokens",

@@ -10,6 +10,8 @@ import numpy as np
 import optax
 import pytest
 
+from experiments.touchdown_sdr.train import SDR_FLOAT32_MODULES
+from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.touchdown.sdr import models as sdr
 
 pytestmark = pytest.mark.usefixtures("fast_compile_unless_slow")  # tiny models
@@ -227,10 +229,13 @@ def test_bad_configurations():
 
 
 @pytest.mark.slow
-def test_lingunet_overfits_tiny_batch():
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_lingunet_overfits_tiny_batch(dtype):
+    """Also in bfloat16, with the pixel-score heads in float32 as the trainer has them."""
     tokens, lengths, images = batch(4, 10, 13, 4, seed=3)
     target = jnp.asarray([[1, 2], [4, 11], [7, 5], [9, 0]])
     model, params = init("lingunet", (tokens, lengths, images), channels=8, mlp_hidden=16)
+    model = with_dtype(model, dtype, SDR_FLOAT32_MODULES)
     opt = optax.adam(1e-2)
 
     @jax.jit

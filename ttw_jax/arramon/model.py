@@ -38,6 +38,7 @@ import jax.numpy as jnp
 from ttw_jax.arramon.features import feature_view
 from ttw_jax.arramon.views import assembly_view, navigation_view
 from ttw_jax.core.env import choose_action
+from ttw_jax.core.train.precision import softmax
 
 NUM_ACTIONS = 4
 START = NUM_ACTIONS          # previous-action id at t = 0
@@ -46,7 +47,7 @@ KINDS = ("vl", "vo", "lo")
 
 def _masked_softmax(scores: jax.Array, mask: jax.Array, axis: int = -1) -> jax.Array:
     scores = jnp.where(mask, scores, -1e9)
-    return jax.nn.softmax(scores, axis) * mask
+    return softmax(scores, axis) * mask
 
 
 def attend(h: jax.Array, x: jax.Array, mask: jax.Array) -> jax.Array:

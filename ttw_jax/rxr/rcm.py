@@ -13,10 +13,13 @@ The visual / text attention logits are returned for the attention-grounding loss
 """
 from __future__ import annotations
 
+import math
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from ttw_jax.core.train.precision import softmax
 from ttw_jax.rxr import env as mp
 from ttw_jax.rxr.views import STRUCTURE_DIM
 
@@ -103,7 +106,7 @@ class RCMAgent(nn.Module):
         c, h, prev = carry
         if not self.use_structure:   # edge length and neighbour degree come last (`observe`)
             cands = cands[..., :cands.shape[-1] - STRUCTURE_DIM]
-        scale = 1.0 / jnp.sqrt(jnp.float32(self.hidden))
+        scale = 1.0 / math.sqrt(self.hidden)    # a Python float: keeps the scores' dtype
         if self.is_initializing():     # creates view_proj's parameters
             self.view_proj(views[:, :1])
         proj = self.view_proj.variables["params"]   # used inside lax.map
@@ -112,7 +115,7 @@ class RCMAgent(nn.Module):
             views, query = inputs
             v = jnp.tanh(views @ proj["kernel"] + proj["bias"])
             zv = v @ query * scale
-            return zv, jax.nn.softmax(zv) @ v
+            return zv, softmax(zv) @ v
 
         zv, vbar = jax.lax.map(view_attention, (views, self.vis_query(h)), batch_size=self.chunk)
         x = jnp.concatenate([prev, vbar], -1)
@@ -124,7 +127,7 @@ class RCMAgent(nn.Module):
         def text_attention(inputs):      # one episode: [L, H], [L], [H] -> [L], [H]
             ctx, ctx_mask, query = inputs
             zt = jnp.where(ctx_mask, ctx @ query * scale, NEG)
-            return zt, jax.nn.softmax(zt) @ ctx
+            return zt, softmax(zt) @ ctx
 
         zt, tbar = jax.lax.map(text_attention, (ctx, ctx_mask, self.txt_query(h)),
                                batch_size=self.chunk)

@@ -11,6 +11,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from ttw_jax.core.train.precision import softmax
+
 # Patch index k = 3 * (dx + 1) + (dy + 1) reads the neighbour at (x + dx, y + dy).
 OFFSETS = tuple((dx, dy) for dx in (-1, 0, 1) for dy in (-1, 0, 1))
 
@@ -62,7 +64,7 @@ class MASC(nn.Module):
     @nn.compact
     def __call__(self, u: jax.Array, mask_logits: jax.Array) -> jax.Array:
         kernel = self.param("kernel", KERNEL_INITS[self.kernel_init], (9, u.shape[-1], self.features))
-        mask = jax.nn.softmax(mask_logits, axis=-1)
+        mask = softmax(mask_logits, axis=-1)
         return masked_conv3x3(u, mask, kernel.astype(u.dtype))
 
 

@@ -7,7 +7,8 @@ convolution runs on bfloat16 operands even where a float32 value (a recurrent ce
 carry, a float32 constant) would promote it; a recurrent cell's new carry (and output) goes back
 to the dtype its carry came in with, which its scan keeps. The float leaves of the model's outputs are cast back to float32
 on the way out, so the losses and the softmaxes the losses take over the outputs are float32;
-softmaxes inside a model (attention) run in bfloat16. The parameters and the optimizer state
+softmaxes inside a model (attention, MASC's mask) go through `softmax`, which computes them in
+float32 and hands the weights back in the scores' dtype. The parameters and the optimizer state
 stay float32: the cast is inside the differentiated function, so the gradients arrive in
 float32 (the usual "float32 master weights" recipe). Everything else about the model (`init`,
 its attributes and methods) is the model's own.
@@ -39,6 +40,13 @@ def cast_floats(tree: Any, dtype) -> Any:
             return x.astype(dtype)
         return x
     return jax.tree_util.tree_map(cast, tree)
+
+
+def softmax(x: jax.Array, axis: int = -1) -> jax.Array:
+    """`jax.nn.softmax(x, axis)` computed in float32 whatever `x`'s dtype (its exp and sum do not
+    lose the small weights to bfloat16 rounding), returned in `x`'s dtype for the product that
+    follows; for float32 `x` it is `jax.nn.softmax` itself."""
+    return jax.nn.softmax(x.astype(jnp.float32), axis=axis).astype(x.dtype)
 
 
 def cast_variables(variables: Any, dtype, keep: tuple[str, ...] = ()) -> Any:

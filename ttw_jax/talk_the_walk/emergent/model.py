@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from ttw_jax.core.train.precision import softmax
 from ttw_jax.talk_the_walk.masc import MASC, NoMASC
 
 _gate_init = nn.initializers.normal(0.1)
@@ -210,5 +211,5 @@ class Localizer(nn.Module):
         dummy = jnp.zeros(actions.shape[:1] + (self.T + 1, 1), jnp.int32)
         msg = self.tourist(dummy, actions)
         act = (msg.act > 0).astype(jnp.float32) if self.discrete else msg.act
-        probs = jax.nn.softmax(self.guide.mask_logits(act), axis=-1)
+        probs = softmax(self.guide.mask_logits(act), axis=-1)
         return probs.reshape(actions.shape + (3, 3))

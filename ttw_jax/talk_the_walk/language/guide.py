@@ -28,6 +28,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from ttw_jax.core.train.precision import softmax
 from ttw_jax.talk_the_walk.emergent.model import BagOfLandmarks
 from ttw_jax.talk_the_walk.maps import NUM_LANDMARK_IDS
 from ttw_jax.talk_the_walk.masc import MASC, NoMASC
@@ -99,7 +100,7 @@ class NLGuide(nn.Module):
         out, weights = [], []
         for _ in range(steps):
             scores = jnp.where(valid, jnp.einsum("bd,bld->bl", c, keys), -1e9)
-            alpha = jax.nn.softmax(scores, axis=-1)
+            alpha = softmax(scores, axis=-1)
             e = jnp.einsum("bl,bld->bd", alpha, h)
             c = control_next(jnp.concatenate([c, e], axis=-1))
             out.append(e)
