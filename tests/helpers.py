@@ -1,5 +1,6 @@
 """Shared test utilities: config overrides by path, simulated crashes, the jit == pmap check
-of a data-parallel train step, and a fake `gs://` bucket (the `bucket` fixture)."""
+of a data-parallel train step, the bfloat16-against-float32 loss check, and a fake `gs://`
+bucket (the `bucket` fixture)."""
 from unittest import mock
 
 import fsspec
@@ -9,6 +10,16 @@ import numpy as np
 import pytest
 
 from ttw_jax.core.train import data_parallel as dp
+
+
+BF16_LOSS_RTOL = 0.02   # the stated tolerance: a bfloat16 loss within 2% of float32's
+
+
+def assert_bfloat16_loss_close(loss32, loss16, *args) -> None:
+    """The loss functions (-> (loss, metrics)) of a model in float32 and of its bfloat16
+    `with_dtype` wrapper agree within `BF16_LOSS_RTOL` on the same parameters and batch `args`."""
+    a, b = (float(jax.jit(f)(*args)[0]) for f in (loss32, loss16))
+    assert abs(b - a) <= BF16_LOSS_RTOL * abs(a), (a, b)
 
 
 class Crash(Exception):

@@ -7,6 +7,7 @@ import numpy as np
 import optax
 import pytest
 
+from tests.helpers import assert_bfloat16_loss_close
 from ttw_jax.arramon import env, episodes as ae, expert, synthetic as syn
 from ttw_jax.arramon.losses import imitation_loss
 from ttw_jax.arramon.model import KINDS, PhaseAgent, navigation_student_policy, num_params
@@ -135,6 +136,9 @@ def test_overfits_a_tiny_batch_through_the_simulator(dtype):
     params = {"navi": init(jax.random.key(1), *_inputs()),
               "assem": init(jax.random.key(2), *_inputs())}
     loss_fn = imitation_loss(nav, assem, NUM_TYPES)
+    if dtype == "bfloat16":
+        assert_bfloat16_loss_close(imitation_loss(nav.module, assem.module, NUM_TYPES), loss_fn,
+                                   params, batch, jax.random.key(0), walk)
     tx = optax.adam(1e-2)
     opt = tx.init(params)
 

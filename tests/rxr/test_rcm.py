@@ -12,6 +12,7 @@ import optax
 import pytest
 
 from tests.conftest import shared_path
+from tests.helpers import assert_bfloat16_loss_close
 from ttw_jax.core.env import batched, rollout
 from ttw_jax.core.pano_graph import build_graph
 from ttw_jax.core.train import data_parallel as dp
@@ -305,6 +306,9 @@ def test_behavioural_cloning_overfits_a_tiny_batch(dtype, real):
     loss_fn = mixed_loss(model, loss_config(bc_every=1))
     consts = (g, jnp.asarray(real["feats"]), jax.device_put(real["geo"]))
     batch = batch_of(real["eps"], np.arange(0, 24, 3))
+    if dtype == "bfloat16":
+        assert_bfloat16_loss_close(mixed_loss(model.module, loss_config(bc_every=1)), loss_fn,
+                                   params, batch, jax.random.key(0), *consts)
     tx = optax.adam(1e-2)
 
     @jax.jit

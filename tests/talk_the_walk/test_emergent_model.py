@@ -4,6 +4,7 @@ import numpy as np
 import optax
 import pytest
 
+from tests.helpers import assert_bfloat16_loss_close
 from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.talk_the_walk import maps, walks
 from ttw_jax.talk_the_walk.emergent.losses import localization_loss
@@ -62,6 +63,9 @@ def test_overfits_a_tiny_batch(discrete, dtype):
                                  discrete=discrete), dtype)
     params = init(model, batch)
     loss_fn = localization_loss(model.apply, discrete)
+    if dtype == "bfloat16":
+        assert_bfloat16_loss_close(localization_loss(model.module.apply, discrete), loss_fn,
+                                   params, batch, jax.random.key(0))
     tx = optax.adam(1e-2)
     opt = tx.init(params)
 

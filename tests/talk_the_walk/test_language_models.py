@@ -6,6 +6,7 @@ import optax
 import pytest
 from flax.training import train_state
 
+from tests.helpers import assert_bfloat16_loss_close
 from ttw_jax.core.train.data_parallel import (batch_sharded, make_mesh, make_train_step, replicate,
                                               shard_global)
 from ttw_jax.core.train.precision import with_dtype
@@ -344,6 +345,8 @@ def test_guide_overfits_and_T_head_learns_the_best_T(guide, guide_apply):
 def test_guide_overfits_in_bfloat16(guide):
     model, params, batch = guide
     mixed = with_dtype(model, "bfloat16")
+    assert_bfloat16_loss_close(guide_loss(model.apply, "fixed"), guide_loss(mixed.apply, "fixed"),
+                               params, batch, jax.random.key(0))
     _, metrics, _ = fit(guide_loss(mixed.apply, "fixed"), params, batch, 150, 2e-2)
     assert metrics["accuracy"] == 1.0, metrics
 

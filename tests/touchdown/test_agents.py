@@ -6,6 +6,7 @@ import numpy as np
 import optax
 import pytest
 
+from tests.helpers import assert_bfloat16_loss_close
 from ttw_jax.core import vocab as vocab_lib
 from ttw_jax.core.env import replay_policy
 from ttw_jax.core.train.precision import with_dtype
@@ -216,6 +217,10 @@ def test_overfits_a_tiny_batch_through_the_scan(kind, dtype, world):
     batch = {k: jnp.asarray(eps[k][:4]) for k in ("start_pano", "start_heading", "tokens",
                                                    "token_len", "gold", "gold_len")}
     loss_fn = imitation_loss(model, crop=3, horizon=40)
+    if dtype == "bfloat16":
+        assert_bfloat16_loss_close(imitation_loss(model.module, crop=3, horizon=40), loss_fn,
+                                   params, batch, jax.random.key(1), world["sim"],
+                                   world["features"])
     tx = optax.adam(1e-2)
     opt = tx.init(params)
 

@@ -11,6 +11,7 @@ import optax
 import pytest
 
 from experiments.touchdown_sdr.train import SDR_FLOAT32_MODULES
+from tests.helpers import assert_bfloat16_loss_close
 from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.touchdown.sdr import models as sdr
 
@@ -235,7 +236,11 @@ def test_lingunet_overfits_tiny_batch(dtype):
     tokens, lengths, images = batch(4, 10, 13, 4, seed=3)
     target = jnp.asarray([[1, 2], [4, 11], [7, 5], [9, 0]])
     model, params = init("lingunet", (tokens, lengths, images), channels=8, mlp_hidden=16)
-    model = with_dtype(model, dtype, SDR_FLOAT32_MODULES)
+    mixed = with_dtype(model, dtype, SDR_FLOAT32_MODULES)
+    if dtype == "bfloat16":
+        loss = lambda m: lambda p: (nll(m.apply(p, tokens, lengths, images), target),)
+        assert_bfloat16_loss_close(loss(model), loss(mixed), params)
+    model = mixed
     opt = optax.adam(1e-2)
 
     @jax.jit
