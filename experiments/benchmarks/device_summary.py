@@ -14,15 +14,13 @@ import os
 
 from absl import app, flags
 
+from ttw_jax.core.train.logging import HISTORY, read_history
+
 
 def launcher_summary(workdir: str) -> dict:
     """The last training line of `<workdir>/metrics.jsonl` (rate and data wait), and whether
     `<workdir>/profile` holds a trace."""
-    path = os.path.join(workdir, "metrics.jsonl")
-    lines = []
-    if os.path.isfile(path):
-        with open(path, encoding="utf-8") as f:
-            lines = [json.loads(x) for x in f if x.strip()]
+    lines = read_history(workdir)
     train = [x for x in lines if "train/steps_per_second" in x]
     last = train[-1] if train else {}
     traces = [f for _, _, fs in os.walk(os.path.join(workdir, "profile")) for f in fs
@@ -31,7 +29,7 @@ def launcher_summary(workdir: str) -> dict:
            "data_wait_ms": last.get("train/data_wait_ms"), "profile": bool(traces)}
     stages = {name: launcher_summary(os.path.join(workdir, name))
               for name in sorted(os.listdir(workdir)) if not lines
-              and os.path.isfile(os.path.join(workdir, name, "metrics.jsonl"))}
+              and os.path.isfile(os.path.join(workdir, name, HISTORY))}
     return {"stages": stages} if stages else out
 
 

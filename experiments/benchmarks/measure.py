@@ -8,8 +8,6 @@ import time
 import jax
 import numpy as np
 
-from experiments.benchmarks.flops import program_flops
-
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHARED = os.path.join(REPO, "..", "shared", "data")
 # Recorded anchors (not run here); see `run_all`'s docstring.
@@ -25,12 +23,6 @@ def timeit(fn, *args, repeats: int = 3) -> float:
         jax.block_until_ready(fn(*args))
         times.append(time.perf_counter() - t)
     return float(np.median(times))
-
-
-def flops(fn, *args) -> float:
-    """The dense FLOPs of one call `fn(*args)`, from the traced program: the same on every
-    backend (`experiments.benchmarks.flops`)."""
-    return program_flops(fn, *args)
 
 
 def peak_sizes(quick: bool) -> tuple[int, ...]:

@@ -12,27 +12,28 @@ dtypes its `exp`s (the softmaxes') take.
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 
 from absl import app, flags
 
 from tests.experiments.trainers import TRAINERS
+from ttw_jax.core.train.logging import HISTORY, read_history
 
 NAMES = ("ttw_emergent", "touchdown_nav", "touchdown_sdr", "rxr", "arramon", "ttw_language")
 
 
+def histories(workdir: str):
+    """The metric histories of a run's folder and its stage folders, in path order."""
+    for root, _, files in sorted(os.walk(workdir)):
+        if HISTORY in files:
+            yield read_history(root)
+
+
 def first_loss(workdir: str) -> float | None:
     """train/loss of the first logged step (any stage folder's, the first found)."""
-    for root, _, files in sorted(os.walk(workdir)):
-        if "metrics.jsonl" in files:
-            with open(os.path.join(root, "metrics.jsonl"), encoding="utf-8") as f:
-                for line in f:
-                    rec = json.loads(line)
-                    if "train/loss" in rec:
-                        return rec["train/loss"]
-    return None
+    return next((rec["train/loss"] for history in histories(workdir) for rec in history
+                 if "train/loss" in rec), None)
 
 
 def run(name: str, dtype: str, out: str) -> dict:
@@ -44,20 +45,18 @@ def run(name: str, dtype: str, out: str) -> dict:
     trainer.train.train_and_evaluate(config, workdir)
     metric = config.get("eval", {}).get("metric", "") or "accuracy"   # language: its stages'
     dev = None
-    for root, _, files in sorted(os.walk(workdir)):   # the run's, or its first stage's
-        if "metrics.jsonl" in files:
-            with open(os.path.join(root, "metrics.jsonl"), encoding="utf-8") as f:
-                for line in f:
-                    rec = json.loads(line)
-                    dev = next((v for k, v in rec.items() if k.endswith("/" + metric)), dev)
-            if dev is not None:
-                break
+    for history in histories(workdir):   # the run's, or its first stage's: its last evaluation
+        for rec in history:
+            dev = next((v for k, v in rec.items() if k.endswith("/" + metric)), dev)
+        if dev is not None:
+            break
     return {"loss1": first_loss(workdir), "metric": metric, "dev": dev,
             "seconds": time.perf_counter() - t}
 
 
 class _Traced(Exception):
-    """Carries the FLOPs by dtype out of a trainer, in place of training."""
+    """Carries the FLOPs and the `exp` operations by dtype out of a trainer, in place of
+    training."""
 
 
 def bf16_share(name: str, out: str, tfds_dir: str | None = None

@@ -41,8 +41,9 @@ import traceback
 
 import jax
 
-from experiments.benchmarks.measure import (REPO, flops as count_flops, matmul_peak, peak_name,
-                                            peak_sizes, pct, row, sig, timeit)
+from experiments.benchmarks.flops import program_flops
+from experiments.benchmarks.measure import (REPO, matmul_peak, peak_name, peak_sizes, pct, row,
+                                            sig, timeit)
 from experiments.benchmarks.sdr_rows import (PAPER, bench_extraction, bench_lingunet,
                                              bench_text2conv, sdr_step)
 from experiments.benchmarks.ttw_rows import (bench_masc_step, bench_ttw_bound, bench_ttw_full_task,
@@ -160,25 +161,26 @@ def bench_device(sizes: dict, tables, peak: float, peak16: float) -> list[dict]:
     scan = num(re.search(rf"^\s*{b}\s+scan\s+([\d,]+)", out, re.M)[1])
     rows.append(row(f"RCM policy rollouts in one scan, batch {b:,} ({size})",
                     f"{scan:,.0f} steps/s"))
+
+    def step_row(work: str, dtype: str, made: tuple, repeats: int, unit: str) -> dict:
+        """A train step's time and its traced FLOPs as a fraction of its dtype's peak."""
+        step, state, batch, key = made
+        flops = program_flops(step, state, batch, key)
+        secs = timeit(lambda s: step(s, batch, key)[1], state, repeats=repeats)
+        took = sig(secs * 1e3) if unit == "ms" else sig(secs)
+        return row(f"{work}, {dtype} ({size})", f"{took} {unit}/step", "", "",
+                   pct(flops / secs / 1e9, peak if dtype == "float32" else peak16)
+                   + f" of the {peak_name(dtype)} peak")
+
+    b, features = sizes["masc"], sizes["masc_features"]
     for dtype in ("float32", "bfloat16"):
-        step, state, batch, key = masc_step(tables, sizes["masc"], dtype, sizes["masc_features"])
-        flops = count_flops(step, state, batch, key)
-        secs = timeit(lambda s: step(s, batch, key)[1], state, repeats=2)
-        rows.append(row(f"MASC train step, T=3, L={sizes['masc_features']}, batch "
-                        f"{sizes['masc']:,}, {dtype} ({size})", f"{sig(secs * 1e3)} ms/step",
-                        "", "", pct(flops / secs / 1e9, peak if dtype == "float32" else peak16)
-                        + f" of the {peak_name(dtype)} peak"))
-    shape = sizes["sdr_shape"]
+        rows.append(step_row(f"MASC train step, T=3, L={features}, batch {b:,}", dtype,
+                             masc_step(tables, b, dtype, features), 2, "ms"))
+    shape, b = sizes["sdr_shape"], sizes["lingunet"]
     for dtype in ("float32", "bfloat16"):
-        step, state, batch, key = sdr_step("lingunet", shape, sizes["lingunet"], dtype,
-                                           **{**PAPER, **sizes.get("sdr_model", {})})
-        flops = count_flops(step, state, batch, key)
-        secs = timeit(lambda s: step(s, batch, key)[1], state, repeats=1)
-        dims = ", ".join(map(str, (sizes["lingunet"], *shape)))
-        rows.append(row(f"LingUNet train step, [{dims}], {dtype} ({size})",
-                        f"{sig(secs)} s/step", "", "",
-                        pct(flops / secs / 1e9, peak if dtype == "float32" else peak16)
-                        + f" of the {peak_name(dtype)} peak"))
+        made = sdr_step("lingunet", shape, b, dtype, **{**PAPER, **sizes.get("sdr_model", {})})
+        rows.append(step_row(f"LingUNet train step, [{', '.join(map(str, (b, *shape)))}]",
+                             dtype, made, 1, "s"))
     return rows
 
 

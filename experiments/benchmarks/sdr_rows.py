@@ -6,7 +6,8 @@ import numpy as np
 import optax
 from flax.training import train_state
 
-from experiments.benchmarks.measure import ANCHORS, pct, row, sig, timeit, flops as count_flops
+from experiments.benchmarks.flops import program_flops
+from experiments.benchmarks.measure import ANCHORS, pct, row, sig, timeit
 
 
 def sdr_step(name: str, shape, batch: int, dtype: str = "float32", **model_kw):
@@ -61,7 +62,7 @@ def faster(r: float) -> str:
 def bench_lingunet(peak, quick) -> list[dict]:
     shape, b = ((100, 116, 128), 2) if quick else ((100, 464, 128), 10)
     step, state, batch, key = sdr_step("lingunet", shape, b, **PAPER)
-    flops = count_flops(step, state, batch, key)   # the traced program: any backend's count
+    flops = program_flops(step, state, batch, key)   # the traced program: any backend's count
     with _XlaConvs():
         xla_step, *_ = sdr_step("lingunet", shape, b, **PAPER)
     secs = timeit(lambda s: step(s, batch, key)[1], state, repeats=1 if quick else 2)
@@ -114,7 +115,7 @@ def bench_extraction(peak, quick) -> list[dict]:
     variables = jax.jit(resnet.ResNet18("layer2").init)(
         jax.random.key(0), np.zeros((1, 64, 64, 3), np.float32))
     ex = extraction.Extractor(variables, slice_size=size)
-    flops = count_flops(ex.features, panos)
+    flops = program_flops(ex.features, panos)
     secs = timeit(ex.features, panos, repeats=1 if quick else 3)
     work = (f"ResNet-18 features of {b} panorama(s) {shape[2]} x {shape[1]}, 8 slices "
             f"{size[0]} x {size[1]}, f32" + (" (quick: a quarter of the paper's slice)"

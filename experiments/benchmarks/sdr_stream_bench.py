@@ -39,7 +39,6 @@ flags.DEFINE_bool("prepare_only", False, "Write the data and stop (the driver me
                   "fresh process, so the peak memory is training's alone).")
 
 
-
 def shape() -> tuple[int, int, int]:
     return tuple(int(x) for x in FLAGS.feature_shape.split(","))
 

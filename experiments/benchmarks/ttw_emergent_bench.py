@@ -20,8 +20,8 @@ import optax
 from absl import app, flags
 from flax.training import train_state
 
+from experiments.benchmarks.flops import program_flops
 from experiments.benchmarks.measure import matmul_peak, timeit
-from experiments.benchmarks.measure import flops as flops_of
 from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.talk_the_walk import maps, walks
 from ttw_jax.talk_the_walk.emergent.losses import localization_loss
@@ -53,7 +53,7 @@ def bench_train_step(table, repeats: int) -> dict:
     state = dp.replicate(state, mesh)
     batch = jax.device_put(batch, dp.batch_sharded(mesh))
     key = jax.random.key(2)
-    flops = flops_of(step, state, batch, key)
+    flops = program_flops(step, state, batch, key)
     seconds = timeit(lambda s: step(s, batch, key)[1], state, repeats=repeats)
     return {"step_ms": seconds * 1e3, "examples_per_s": FLAGS.batch_size / seconds,
             "gflop_per_step": flops / 1e9, "gflops": flops / seconds / 1e9}

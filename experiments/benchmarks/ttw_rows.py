@@ -10,7 +10,8 @@ import numpy as np
 import optax
 from flax.training import train_state
 
-from experiments.benchmarks.measure import ANCHORS, SHARED, pct, row, sig, timeit, flops as count_flops
+from experiments.benchmarks.flops import program_flops
+from experiments.benchmarks.measure import ANCHORS, SHARED, pct, row, sig, timeit
 
 
 def ttw_tables():
@@ -54,7 +55,7 @@ def bench_ttw_full_task(tables, peak, quick) -> list[dict]:
     lm, tg = jnp.asarray(lm[:e]), jnp.asarray(tg[:e])
     predict = lambda o, a, l: model.apply({"params": params}, o, a, l)["logits"]
     ex = (jnp.zeros((slots, 4, 3), jnp.int32), jnp.zeros((slots, 3), jnp.int32), lm[:slots])
-    flops_per_call = count_flops(jax.jit(predict), *ex)
+    flops_per_call = program_flops(jax.jit(predict), *ex)
     out = {}
     for s in (slots,) if quick else (slots, e):
         run = jax.jit(lambda k, s=s: run_full_task(k, predict, lm, tg, 3, slots=s))
@@ -97,7 +98,7 @@ def bench_masc_step(tables, peak, quick) -> list[dict]:
     from ttw_jax.talk_the_walk.masc import masked_conv3x3
     b = 32 if quick else 128
     step, state, batch, key = masc_step(tables, b)
-    flops = count_flops(step, state, batch, key)
+    flops = program_flops(step, state, batch, key)
     secs = timeit(lambda s: step(s, batch, key)[1], state, repeats=2 if quick else 5)
     # The MASC convolution alone, forward + backward: one im2col GEMM vs a vmapped conv.
     n, bb = 500, 8 if quick else 16

@@ -13,6 +13,35 @@ from absl import logging
 from ttw_jax.core import paths
 
 
+HISTORY = "metrics.jsonl"      # a run folder's (or stage folder's) JSON-lines history
+
+
+def parse_history(text: str, path) -> list[dict]:
+    """The records of a history's `text` (from file `path`, named in errors): a torn last line
+    (a process killed mid-write) is dropped with a warning; a malformed line anywhere else is a
+    ValueError naming the file and line."""
+    lines = text.split("\n")
+    out = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            if i == len(lines) - 1:   # no newline after it: the write was cut short
+                logging.warning("%s: dropping the torn last line %d (%r)", path, i + 1,
+                                line[:80])
+                continue
+            raise ValueError(f"{path}, line {i + 1}: not a JSON record ({e})") from e
+    return out
+
+
+def read_history(workdir: paths.PathLike) -> list[dict]:
+    """The records of `<workdir>/metrics.jsonl` ([] when there is none), as `parse_history`."""
+    path = paths.resolve(workdir) / HISTORY
+    return parse_history(path.read_text(encoding="utf-8") if path.exists() else "", path)
+
+
 _TAG = re.compile(r"[\w./-]+")   # the names TensorBoard keeps as they are (tensorboardX)
 
 
@@ -41,7 +70,7 @@ class MetricWriter:
     def __init__(self, workdir: paths.PathLike):
         self.active = jax.process_index() == 0
         workdir = paths.resolve(workdir)
-        self.path = workdir / "metrics.jsonl"
+        self.path = workdir / HISTORY
         self._remote = paths.is_uri(workdir)
         self._tb = None
         self._tb_dir = workdir / "tensorboard"
@@ -86,20 +115,7 @@ class MetricWriter:
 
     def history(self) -> list[dict]:
         text = self.path.read_text(encoding="utf-8") if self.path.exists() else ""
-        lines = (text + "".join(self._pending)).split("\n")
-        out = []
-        for i, line in enumerate(lines):
-            if not line.strip():
-                continue
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                if i == len(lines) - 1:   # no newline after it: the write was cut short
-                    logging.warning("%s: dropping the torn last line %d (%r)", self.path, i + 1,
-                                    line[:80])
-                    continue
-                raise ValueError(f"{self.path}, line {i + 1}: not a JSON record ({e})") from e
-        return out
+        return parse_history(text + "".join(self._pending), self.path)
 
     def truncate_after(self, step: int) -> None:
         if not self.active:

@@ -148,16 +148,15 @@ class StepFn:
     consts: tuple
     key: jax.Array
     pass_step: bool = False
+    data_wait: DataWait = dataclasses.field(default_factory=DataWait)  # fit logs it
 
     def _data_key(self, step: int):
         return jax.random.split(jax.random.fold_in(self.key, step))
 
-    data_wait: DataWait = dataclasses.field(default_factory=DataWait)  # fit logs it
-
     def __call__(self, state, step):
         k_data, k_step = self._data_key(step)
-        batch = (self.data_wait.timed(self.sample, k_data, step) if self.pass_step
-                 else self.data_wait.timed(self.sample, k_data))
+        batch = self.data_wait.timed(self.sample, *((k_data, step) if self.pass_step
+                                                    else (k_data,)))
         return self.train_step(state, batch, k_step, *self.consts)
 
     def examples(self, step: int) -> list[str] | None:

@@ -25,9 +25,9 @@ def write_json(path: paths.PathLike, obj, **kw) -> None:
     paths.write_text(path, json.dumps(obj, **kw))
 
 
-# Config leaves (by their last name, at any depth) every trainer needs positive, or >= 0.
-# keys any run may change when it resumes: what it observes, not what it computes
+# Keys any run may change when it resumes: what it observes, not what it computes.
 ALWAYS_RESUMABLE = ("profile_steps",)
+# Config leaves (by their last name, at any depth) every trainer needs positive, or >= 0.
 POSITIVE_KEYS = ("batch_size", "eval_every", "log_every", "sdr_batch_size")
 NON_NEGATIVE_KEYS = ("num_steps", "num_epochs")
 # Sizes of a model (`model.<name>`) that must be positive.
