@@ -28,6 +28,24 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
 
 
+def pytest_addoption(parser):
+    group = parser.getgroup("ttw-jax learning tests")
+    group.addoption("--learning-seed", type=int, default=0,
+                    help="the seed offset of the learning tests (those using the `learned` "
+                         "fixture, marked `learning`): their initial parameters, their sampling "
+                         "keys and the seeds of the trainer runs they read")
+    group.addoption("--learning-log", default="",
+                    help="a JSON-lines file: each learning test appends its final metrics, "
+                         "their bounds, the seed and XLA_FLAGS (tests/learning_spread.py)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_itemcollected(item):
+    """A test that uses the `learned` fixture is a learning test: marked `learning`."""
+    if "learned" in getattr(item, "fixturenames", ()):
+        item.add_marker(pytest.mark.learning)
+
+
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`--dist loadscope --no-loadscope-reorder`, set in pyproject.toml) the
     two workers take whole classes and modules in the order of their first test: the trainer
@@ -57,6 +75,23 @@ def shared_path(*parts: str) -> str:
             pytest.fail(f"shared data missing in CI: {path}")
         pytest.skip(f"shared data not available: {path}")
     return path
+
+
+@pytest.fixture
+def learning_seed(request) -> int:
+    """The seed offset of a learning test (`--learning-seed`, 0 in CI): it shifts the test's
+    initial parameters and sampling keys, so that `tests/learning_spread.py` can measure how far
+    its final metrics spread over seeds as well as over CPU instruction sets."""
+    return request.config.getoption("learning_seed")
+
+
+@pytest.fixture
+def learned(request, learning_seed):
+    """learned(name=(value, op, bound), ...): a learning test's final metrics, checked against
+    their bounds (op one of < <= > >= ==) after all are appended to `--learning-log` (with the
+    test, its seed and XLA_FLAGS). Using it marks the test `learning`."""
+    from tests.helpers import Learned
+    return Learned(request.node.nodeid, learning_seed, request.config.getoption("learning_log"))
 
 
 @pytest.fixture
@@ -106,12 +141,14 @@ def tfds_dir(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="session")
-def trained(tmp_path_factory, tfds_dir):
+def trained(tmp_path_factory, tfds_dir, pytestconfig):
     """trained(name) -> (workdir, results) of experiment `name`'s tiny config
-    (`tests/experiments/trainers.py`), trained once per session and shared by its tests. It
-    trains with XLA's optimisations as the trainer's `xla_optimized` says, whichever module asks
-    first, so that the contract's resumed runs (compiled the same way) reproduce it exactly."""
+    (`tests/experiments/trainers.py`; its seed shifted by `--learning-seed`), trained once per
+    session and shared by its tests. It trains with XLA's optimisations as the trainer's
+    `xla_optimized` says, whichever module asks first, so that the contract's resumed runs
+    (compiled the same way) reproduce it exactly."""
     from tests.experiments.trainers import TRAINERS
+    seed = pytestconfig.getoption("learning_seed")
     runs = {}
 
     def get(name: str):
@@ -119,7 +156,7 @@ def trained(tmp_path_factory, tfds_dir):
             trainer = TRAINERS[name]
             workdir = str(tmp_path_factory.mktemp(name))
             with xla_optimizations(trainer.xla_optimized):
-                runs[name] = workdir, trainer.train.train_and_evaluate(trainer.config(tfds_dir),
-                                                                       workdir)
+                runs[name] = workdir, trainer.train.train_and_evaluate(
+                    trainer.config(tfds_dir, seed), workdir)
         return runs[name]
     return get

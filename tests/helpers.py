@@ -1,6 +1,9 @@
 """Shared test utilities: config overrides by path, simulated crashes, the jit == pmap check
 of a data-parallel train step, the bfloat16-against-float32 loss check, and a fake `gs://`
 bucket (the `bucket` fixture)."""
+import json
+import operator
+import os
 from unittest import mock
 
 import fsspec
@@ -13,6 +16,10 @@ from ttw_jax.core.train import data_parallel as dp
 
 
 BF16_LOSS_RTOL = 0.02   # the stated tolerance: a bfloat16 loss within 2% of float32's
+# Every example right: an accuracy of 1.0 up to the float32 rounding of its mean (a mean of ones
+# came out as 1.0000001 under --xla_cpu_max_isa=AVX); one miss in a learning test's batch is far
+# below it.
+ALL_RIGHT = 1 - 1e-6
 
 
 def assert_bfloat16_loss_close(loss32, loss16, *args) -> None:
@@ -20,6 +27,39 @@ def assert_bfloat16_loss_close(loss32, loss16, *args) -> None:
     `with_dtype` wrapper agree within `BF16_LOSS_RTOL` on the same parameters and batch `args`."""
     a, b = (float(jax.jit(f)(*args)[0]) for f in (loss32, loss16))
     assert abs(b - a) <= BF16_LOSS_RTOL * abs(a), (a, b)
+
+
+def seeded_key(base: int, seed: int) -> jax.Array:
+    """A learning test's key `base` under learning seed `seed`: `jax.random.key(base)` itself at
+    seed 0 (what CI runs), else folded with the seed."""
+    key = jax.random.key(base)
+    return key if seed == 0 else jax.random.fold_in(key, seed)
+
+
+class Learned:
+    """The final metrics of one learning test (the `learned` fixture): each call records its
+    metrics to the JSON-lines log (when one is named), then asserts every bound."""
+    OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+           "==": operator.eq}
+
+    def __init__(self, test: str, seed: int, log: str = ""):
+        self.test, self.seed, self.log = test, seed, log
+
+    def __call__(self, **checks) -> None:
+        metrics = {}
+        for name, (value, op, bound) in checks.items():
+            if op not in self.OPS:
+                raise ValueError(f"{name}: op {op!r} is not one of {sorted(self.OPS)}")
+            metrics[name] = {"value": float(value), "op": op, "bound": float(bound)}
+        if self.log:
+            line = {"test": self.test, "seed": self.seed,
+                    "xla_flags": os.environ.get("XLA_FLAGS", ""), "metrics": metrics}
+            with open(self.log, "a", encoding="utf-8") as f:   # one short append per call
+                f.write(json.dumps(line) + "\n")
+        failed = [f"{name} = {m['value']:.6g}, needs {m['op']} {m['bound']:.6g}"
+                  for name, m in metrics.items()
+                  if not self.OPS[m["op"]](m["value"], m["bound"])]
+        assert not failed, f"did not learn (seed {self.seed}): " + "; ".join(failed)
 
 
 class Crash(Exception):

@@ -14,6 +14,45 @@ SHARED = os.path.join(REPO, "..", "shared", "data")
 ANCHORS = {"lingunet_official_s": 36.0, "ttw_full_task_official_s": 0.52, "ttw_bound_reference_s": 114.0}
 
 
+# The CPU features that decide XLA:CPU's float32 and bfloat16 matmul kernels (Linux flag names).
+CPU_FEATURES = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "avx512_fp16")
+
+
+def cpu_info() -> dict:
+    """{model, features}: the CPU's model name and which of `CPU_FEATURES` it has (from
+    /proc/cpuinfo; the platform's processor name and no features elsewhere)."""
+    import platform
+    info = {"model": platform.processor() or platform.machine(), "features": []}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return info
+    for line in lines:
+        key, _, value = line.partition(":")
+        if key.strip() == "model name":
+            info["model"] = value.strip()
+        elif key.strip() == "flags":
+            info["features"] = [c for c in CPU_FEATURES if c in value.split()]
+            break
+    return info
+
+
+def xla_cpu_isa(xla_flags: str) -> str:
+    """The ISA cap of `--xla_cpu_max_isa=` in an XLA_FLAGS string, or 'default' (none)."""
+    return next((f.split("=", 1)[1] for f in xla_flags.split()
+                 if f.startswith("--xla_cpu_max_isa=")), "default")
+
+
+def cpu_description() -> str:
+    """'Intel(R) Xeon(R) Processor (avx2, avx512f, avx512_bf16, amx_bf16), XLA ISA AVX2': the CPU,
+    its matmul-relevant features, and XLA's `--xla_cpu_max_isa` cap when one is set."""
+    info, isa = cpu_info(), xla_cpu_isa(os.environ.get("XLA_FLAGS", ""))
+    features = ", ".join(info["features"]) or "none of " + ", ".join(CPU_FEATURES)
+    return (f"{info['model']} ({features})"
+            + (f", XLA ISA capped at {isa}" if isa != "default" else ""))
+
+
 def timeit(fn, *args, repeats: int = 3) -> float:
     """Median seconds of `repeats` calls after one warm-up call."""
     jax.block_until_ready(fn(*args))

@@ -42,8 +42,8 @@ import traceback
 import jax
 
 from experiments.benchmarks.flops import program_flops
-from experiments.benchmarks.measure import (REPO, matmul_peak, peak_name, peak_sizes, pct, row,
-                                            sig, timeit)
+from experiments.benchmarks.measure import (REPO, cpu_description, matmul_peak, peak_name,
+                                            peak_sizes, pct, row, sig, timeit)
 from experiments.benchmarks.sdr_rows import (PAPER, bench_extraction, bench_lingunet,
                                              bench_text2conv, sdr_step)
 from experiments.benchmarks.ttw_rows import (bench_masc_step, bench_ttw_bound, bench_ttw_full_task,
@@ -238,6 +238,8 @@ def run(args) -> list[str]:
         rows.append(dict(row(f"bfloat16 matmul peak (square, {sizes[0]:,}-{sizes[-1]:,}, best)",
                              f"{peak16:,.0f} GFLOP/s"), bench="peak", index=1))
     device, failed = jax.devices()[0].device_kind, []
+    # XLA:CPU's kernels (and bfloat16's cost) depend on the CPU's features: the header names them
+    machine = f"{device} ({cpu_description()})" if jax.default_backend() == "cpu" else device
     for i, name in enumerate(chosen):
         t = time.perf_counter()
         try:
@@ -252,7 +254,7 @@ def run(args) -> list[str]:
         print(f"[{name}: {time.perf_counter() - t:.0f} s]", flush=True)
         done = i + 1 == len(chosen)
         header = (f"{'Quick run' if args.quick else 'Run'} of `python -m experiments.benchmarks.run_all"
-                  f"{' --quick' if args.quick else ''}`: {device}, "
+                  f"{' --quick' if args.quick else ''}`: {machine}, "
                   f"{os.cpu_count()} CPU cores, jax {jax.__version__}, "
                   f"{time.perf_counter() - t0:.0f} s in all"
                   + ("." if done else f" so far (partial: {i + 1} of {len(chosen)} benchmarks)."))

@@ -7,7 +7,7 @@ import numpy as np
 import optax
 import pytest
 
-from tests.helpers import assert_bfloat16_loss_close
+from tests.helpers import ALL_RIGHT, assert_bfloat16_loss_close, seeded_key
 from ttw_jax.arramon import env, episodes as ae, expert, synthetic as syn
 from ttw_jax.arramon.losses import imitation_loss
 from ttw_jax.arramon.model import KINDS, PhaseAgent, navigation_student_policy, num_params
@@ -123,7 +123,11 @@ def test_unknown_kind_is_refused():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_overfits_a_tiny_batch_through_the_simulator(dtype):
+def test_overfits_a_tiny_batch_through_the_simulator(dtype, learned, learning_seed):
+    """200 Adam steps. Measured over 11 runs (seeds 0-4; 0-2 under --xla_cpu_max_isa=AVX2 and AVX;
+    tests/learning_spread.py): loss at 4e-5-6e-4 of the first (bound 0.05), both accuracies 1.0. At
+    the former 100 steps a loss spike left navigation at 0.959 (bfloat16, seed 0) and 0.990
+    (float32, AVX)."""
     records = syn.synthetic_instances(2, seed=5)
     vocab = Vocabulary.build(s for r in records for k in ("navi_inst_gt", "assem_inst_gt")
                              for s in r["instructions"][k])
@@ -133,8 +137,8 @@ def test_overfits_a_tiny_batch_through_the_simulator(dtype):
     nav, assem = (with_dtype(PhaseAgent(len(vocab), ATTRS, "vl", 32, 16, 32, dropout=0.0), dtype)
                   for _ in range(2))
     init = jax.jit(nav.init)             # the two modules are alike: one compiled init
-    params = {"navi": init(jax.random.key(1), *_inputs()),
-              "assem": init(jax.random.key(2), *_inputs())}
+    params = {"navi": init(seeded_key(1, learning_seed), *_inputs()),
+              "assem": init(seeded_key(2, learning_seed), *_inputs())}
     loss_fn = imitation_loss(nav, assem, NUM_TYPES)
     if dtype == "bfloat16":
         assert_bfloat16_loss_close(imitation_loss(nav.module, assem.module, NUM_TYPES), loss_fn,
@@ -149,11 +153,12 @@ def test_overfits_a_tiny_batch_through_the_simulator(dtype):
         return optax.apply_updates(params, updates), opt, m
 
     first = None
-    for i in range(100):
-        params, opt, m = step(params, opt, jax.random.key(i))
+    for i in range(200):
+        params, opt, m = step(params, opt, seeded_key(i, learning_seed))
         first = first or float(m["loss"])
-    assert float(m["loss"]) < 0.05 * first
-    assert float(m["navi_accuracy"]) > 0.999 and float(m["assem_accuracy"]) > 0.999
+    learned(loss_over_first=(float(m["loss"]) / first, "<", 0.05),
+            navi_accuracy=(m["navi_accuracy"], ">=", ALL_RIGHT),
+            assem_accuracy=(m["assem_accuracy"], ">=", ALL_RIGHT))
 
 
 def _tiny_task(num=4, seed=5):

@@ -47,18 +47,18 @@ def test_atomic_writes_to_a_bucket_and_locally(tmp_path, bucket):
 
 @pytest.mark.slow
 def test_a_run_killed_and_resumed_in_a_bucket_matches_a_local_run(trained, tfds_dir, bucket,
-                                                                  tmp_path):
+                                                                  tmp_path, learning_seed):
     trainer = TRAINERS["ttw_emergent"]
     _, expected = trained("ttw_emergent")
     workdir = "gs://ttw-runs/exp"
     with xla_optimizations(trainer.xla_optimized):
         with pytest.raises(Crash):
-            trainer.train.train_and_evaluate(trainer.config(tfds_dir), workdir,
+            trainer.train.train_and_evaluate(trainer.config(tfds_dir, learning_seed), workdir,
                                              hooks=[crash_after(trainer.crash_after)])
         local = bucket / "ttw-runs" / "exp"
         assert sorted(os.listdir(os.path.join(run_dir(str(local), trainer), "checkpoints"))) \
             == list(trainer.checkpoints_at_crash)
-        resumed = trainer.train.train_and_evaluate(trainer.config(tfds_dir), workdir)
+        resumed = trainer.train.train_and_evaluate(trainer.config(tfds_dir, learning_seed), workdir)
     assert resumed == expected
     for output in trainer.outputs:
         assert (local / output).exists(), output

@@ -50,19 +50,20 @@ class TrainerContract:
                  if any(k.startswith(("dev/", "valid/", "tune/")) for k in r)]
         assert evals == list(trainer.eval_steps)
 
-    def test_killed_run_resumes_to_the_same_result(self, trained, tfds_dir, tmp_path):
+    def test_killed_run_resumes_to_the_same_result(self, trained, tfds_dir, tmp_path,
+                                                   learning_seed):
         trainer = TRAINERS[self.name]
         _, expected = trained(self.name)
         workdir = str(tmp_path)
         if trainer.resumable:
             with pytest.raises(Crash):
-                trainer.train.train_and_evaluate(trainer.config(tfds_dir), workdir,
+                trainer.train.train_and_evaluate(trainer.config(tfds_dir, learning_seed), workdir,
                                                  hooks=[crash_after(trainer.crash_after)])
             checkpoints = os.path.join(run_dir(workdir, trainer), "checkpoints")
             assert sorted(os.listdir(checkpoints)) == list(trainer.checkpoints_at_crash)
         else:   # no checkpoints: a rerun in the same workdir starts again, same results
-            trainer.train.train_and_evaluate(trainer.config(tfds_dir), workdir)
-        resumed = trainer.train.train_and_evaluate(trainer.config(tfds_dir), workdir)
+            trainer.train.train_and_evaluate(trainer.config(tfds_dir, learning_seed), workdir)
+        resumed = trainer.train.train_and_evaluate(trainer.config(tfds_dir, learning_seed), workdir)
         assert resumed == expected
         for output in trainer.outputs:      # e.g. a figure of a best step from before the crash
             assert os.path.exists(os.path.join(workdir, output)), output
@@ -70,10 +71,10 @@ class TrainerContract:
             steps = [json.loads(line)["step"] for line in f]
         assert steps == sorted(steps) and len(steps) == len(set(steps))
 
-    def test_workdir_refuses_another_config(self, trained, tfds_dir):
+    def test_workdir_refuses_another_config(self, trained, tfds_dir, learning_seed):
         trainer = TRAINERS[self.name]
         workdir, _ = trained(self.name)
         key, value, message = trainer.changed
-        config = trainer.config(tfds_dir, **{key.replace(".", "__"): value})
+        config = trainer.config(tfds_dir, learning_seed, **{key.replace(".", "__"): value})
         with pytest.raises(ValueError, match=rf"another config \({message}\)"):
             trainer.train.train_and_evaluate(config, workdir)

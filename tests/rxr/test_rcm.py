@@ -12,7 +12,7 @@ import optax
 import pytest
 
 from tests.conftest import shared_path
-from tests.helpers import assert_bfloat16_loss_close
+from tests.helpers import ALL_RIGHT, assert_bfloat16_loss_close, seeded_key
 from ttw_jax.core.env import batched, rollout
 from ttw_jax.core.pano_graph import build_graph
 from ttw_jax.core.train import data_parallel as dp
@@ -165,9 +165,9 @@ def small_model(vocab_size, **kw):
     return RCMAgent(vocab_size, embed_dim=16, hidden=32, **kw)
 
 
-def init(model, graph, feat_dim):
+def init(model, graph, feat_dim, seed=0):
     k, f = graph.max_degree, feat_dim + 4
-    return jax.jit(model.init)(jax.random.key(0), jnp.ones((2, 3), jnp.int32), jnp.full((2,), 3),
+    return jax.jit(model.init)(seeded_key(0, seed), jnp.ones((2, 3), jnp.int32), jnp.full((2,), 3),
                                jnp.zeros((2, 36, f)), jnp.zeros((2, k, f + 2)),
                                jnp.ones((2, k), bool))
 
@@ -299,10 +299,13 @@ def test_vision_only_agent_ignores_the_instruction(real):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_behavioural_cloning_overfits_a_tiny_batch(dtype, real):
+def test_behavioural_cloning_overfits_a_tiny_batch(dtype, real, learned, learning_seed):
+    """Measured over 11 runs (seeds 0-4; 0-2 under --xla_cpu_max_isa=AVX2 and AVX;
+    tests/learning_spread.py): every action right and nDTW 1.0 when decoded in all, BC loss
+    4.4e-4-8.2e-4 (bound 0.05)."""
     g = jax.device_put(real["graph"])
     model = with_dtype(small_model(len(real["vocab"])), dtype)
-    params = init(model, g, 8)
+    params = init(model, g, 8, seed=learning_seed)
     loss_fn = mixed_loss(model, loss_config(bc_every=1))
     consts = (g, jnp.asarray(real["feats"]), jax.device_put(real["geo"]))
     batch = batch_of(real["eps"], np.arange(0, 24, 3))
@@ -318,14 +321,15 @@ def test_behavioural_cloning_overfits_a_tiny_batch(dtype, real):
         return optax.apply_updates(params, updates), opt, m
     opt = tx.init(params)
     for i in range(120):
-        params, opt, m = step(params, opt, jax.random.key(i))
-    assert float(m["action_accuracy"]) == 1.0 and float(m["bc_loss"]) < 0.05
+        params, opt, m = step(params, opt, seeded_key(i, learning_seed))
     # greedy decoding now walks every reference path exactly
     run = r2r_eval.make_rollout(lambda graph, consts, b: rcm_policy(
         model, consts[0], graph, consts[1], *model.apply(
             consts[0], b["tokens"], b["token_len"], method=RCMAgent.encode)), 8)
     out = jax.device_get(run(g, consts[2], (params, consts[1]), batch, jax.random.key(0)))
-    np.testing.assert_allclose(out["ndtw"], 1.0, rtol=1e-6)
+    learned(action_accuracy=(m["action_accuracy"], ">=", ALL_RIGHT),
+            bc_loss=(m["bc_loss"], "<", 0.05),
+            min_ndtw=(np.min(out["ndtw"]), ">=", ALL_RIGHT))
 
 
 @pytest.mark.slow   # a full system train step, compiled three ways for 8 devices

@@ -39,13 +39,16 @@ class TestTrainer(TrainerContract):
         for k in ("pl", "ne", "sr", "spl", "ndtw", "sdtw"):
             assert scored[k] == pytest.approx(agent[k], abs=1e-5), k
 
-    def test_trained_agent_beats_the_baselines_that_ignore_the_gold_path(self, tfds_dir, tmp_path):
+    def test_trained_agent_beats_the_baselines_that_ignore_the_gold_path(self, tfds_dir, tmp_path,
+                                                                         learned, learning_seed):
+        """Measured over 11 runs (seeds 0-4; 0-2 under --xla_cpu_max_isa=AVX2 and AVX;
+        tests/learning_spread.py): nDTW above the better baseline's by 0.095-0.174 (bound 0.05)."""
         # The contract's config trained longer: after the contract's run (this class runs on one
         # worker, in order) its programs come from the compilation cache.
-        c = RXR.config(tfds_dir, num_steps=150, eval_every=150)
+        c = RXR.config(tfds_dir, learning_seed, num_steps=150, eval_every=150)
         res = RXR.train.train_and_evaluate(c, str(tmp_path))["val_unseen"]
         best = max(res["random_walk"]["ndtw"], res["random_heading"]["ndtw"])
-        assert res["full"]["ndtw"] > best + 0.05
+        learned(ndtw_over_best_baseline=(res["full"]["ndtw"] - best, ">", 0.05))
 
 
 @pytest.mark.parametrize("overrides, message", [

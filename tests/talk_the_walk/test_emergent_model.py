@@ -4,7 +4,7 @@ import numpy as np
 import optax
 import pytest
 
-from tests.helpers import assert_bfloat16_loss_close
+from tests.helpers import ALL_RIGHT, assert_bfloat16_loss_close, seeded_key
 from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.talk_the_walk import maps, walks
 from ttw_jax.talk_the_walk.emergent.losses import localization_loss
@@ -20,8 +20,8 @@ def tiny_batch(n=16, seed=0):
     return walks.sample_batch(jax.random.key(seed), jnp.asarray(table), n, T)
 
 
-def init(model, batch):
-    return jax.jit(model.init)({"params": jax.random.key(0), "comm": jax.random.key(1)},
+def init(model, batch, seed=0):
+    return jax.jit(model.init)({"params": seeded_key(0, seed), "comm": seeded_key(1, seed)},
                                batch["obs"], batch["actions"], batch["landmarks"])["params"]
 
 
@@ -57,11 +57,14 @@ def test_masks_are_distributions_over_the_3x3_neighbourhood():
 @pytest.mark.slow
 @pytest.mark.parametrize("discrete,dtype", [(False, "float32"), (True, "float32"),
                                             (False, "bfloat16")])
-def test_overfits_a_tiny_batch(discrete, dtype):
+def test_overfits_a_tiny_batch(discrete, dtype, learned, learning_seed):
+    """Measured over 11 runs (seeds 0-4; 0-2 under --xla_cpu_max_isa=AVX2 and AVX;
+    tests/learning_spread.py): greedy accuracy 1.0 in all; CE 0 (continuous) and 0.002-0.28
+    (discrete, bound 0.5)."""
     batch = tiny_batch(n=8, seed=1)
     model = with_dtype(Localizer(T=T, features=32, num_landmark_ids=maps.NUM_LANDMARK_IDS,
                                  discrete=discrete), dtype)
-    params = init(model, batch)
+    params = init(model, batch, learning_seed)
     loss_fn = localization_loss(model.apply, discrete)
     if dtype == "bfloat16":
         assert_bfloat16_loss_close(localization_loss(model.module.apply, discrete), loss_fn,
@@ -75,12 +78,15 @@ def test_overfits_a_tiny_batch(discrete, dtype):
         upd, opt = tx.update(g, opt)
         return optax.apply_updates(params, upd), opt, m
 
-    for i in range(400):
-        params, opt, metrics = step(params, opt, jax.random.key(i))
+    # Discrete messages are sampled while training: their greedy accuracy still swings between
+    # 7/8 and 8/8 at step 400-500 for some seeds, and holds 8/8 from step 600 (8 seeds).
+    for i in range(800 if discrete else 400):
+        params, opt, metrics = step(params, opt, seeded_key(i, learning_seed))
     out = model.apply({"params": params}, batch["obs"], batch["actions"], batch["landmarks"],
                       greedy=True)
-    assert float(jnp.mean(jnp.argmax(out["logits"], -1) == batch["target"])) == 1.0
-    assert float(metrics["ce"]) < (0.5 if discrete else 0.1)
+    learned(greedy_accuracy=(jnp.mean(jnp.argmax(out["logits"], -1) == batch["target"]), ">=",
+                            ALL_RIGHT),
+            ce=(metrics["ce"], "<", 0.5 if discrete else 0.1))
 
 
 def test_partition_gates_give_each_dimension_to_one_step():

@@ -15,12 +15,17 @@ EMERGENT = TRAINERS["ttw_emergent"]
 class TestTrainer(TrainerContract):
     name = "ttw_emergent"
 
-    def test_results_lie_between_chance_and_the_upper_bound(self, trained):
+    def test_results_lie_between_chance_and_the_upper_bound(self, trained, learned):
+        """Measured over 11 runs (seeds 0-4; 0-2 under --xla_cpu_max_isa=AVX2 and AVX;
+        tests/learning_spread.py): accuracy 0.199-0.230 on every split against chance's 0.0625 (the
+        tiny config's constant learning rate; under the default's 200-step warm-up three runs stayed
+        below chance)."""
         workdir, res = trained(self.name)
         assert os.listdir(os.path.join(workdir, "tensorboard"))
         for split in ("train", "valid", "test"):
-            assert 1 / 16 < res[split]["accuracy"] <= 1.0
             assert res[split]["accuracy"] <= res[split]["upper_bound"] + 1e-9
+        learned(**{f"{split}_accuracy": (res[split]["accuracy"], ">", 1 / 16)   # chance: 16 cells
+                   for split in ("train", "valid", "test")})
         assert res["test"]["examples"] == 160 * 4
         assert 0.0 <= res["test"]["full_task"]["success_rate"] <= 1.0
 
@@ -72,7 +77,9 @@ def test_epoch_sampler_visits_every_walk_once_per_epoch():
 
 
 @pytest.mark.slow
-def test_released_procedure_start_label_orientation_aware(tmp_path):
+def test_released_procedure_start_label_orientation_aware(tmp_path, learned, learning_seed):
+    """Measured over 11 runs (seeds 0-4; 0-2 under --xla_cpu_max_isa=AVX2 and AVX;
+    tests/learning_spread.py): accuracy 0.236-0.266 on every split against chance's 0.0625."""
     from ttw_jax.talk_the_walk import maps
     from ttw_jax.talk_the_walk.upper_bound import bayes_rate
     c = EMERGENT.config("", data__label="start", data__orientation_aware=True,
@@ -80,7 +87,8 @@ def test_released_procedure_start_label_orientation_aware(tmp_path):
                         batch_size=128,
                         model__init="released", model__kernel_init="uniform",
                         loss_reduction="sum", optim__clip_scope="per_agent",
-                        optim__grad_clip=5.0, optim__schedule="constant")
+                        optim__grad_clip=5.0, optim__schedule="constant",
+                        seed=learning_seed)
     with xla_optimizations(False):
         res = EMERGENT.train.train_and_evaluate(c, str(tmp_path))
     test = maps.windows(maps.synthetic_maps(0), "test").landmarks
@@ -91,7 +99,9 @@ def test_released_procedure_start_label_orientation_aware(tmp_path):
     assert res["test"]["upper_bound"] == pytest.approx(
         np.divide(*bayes_rate(test, 1, label="start", orientation_aware=True)))
     for split in ("train", "valid", "test"):
-        assert 1 / 16 < res[split]["accuracy"] <= res[split]["upper_bound"] + 1e-9
+        assert res[split]["accuracy"] <= res[split]["upper_bound"] + 1e-9
+    learned(**{f"{split}_accuracy": (res[split]["accuracy"], ">", 1 / 16)   # chance: 16 cells
+               for split in ("train", "valid", "test")})
 
 
 @pytest.mark.slow

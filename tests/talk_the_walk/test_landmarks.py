@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import shared_path
 from tests.experiments.contract import TrainerContract
-from tests.helpers import override
+from tests.helpers import ALL_RIGHT, override, seeded_key
 from ttw_jax.talk_the_walk import maps
 from ttw_jax.talk_the_walk.landmarks import features as lf
 from ttw_jax.talk_the_walk.landmarks import release
@@ -207,14 +207,16 @@ def _config(**kw):
     return override(default.get_config(), **kw)
 
 
-def test_overfits_a_few_corners():
+def test_overfits_a_few_corners(learned, learning_seed):
+    """Measured over 11 runs (seeds 0-4; 0-2 under --xla_cpu_max_isa=AVX2 and AVX;
+    tests/learning_spread.py): weighted F1 1.0 in all."""
     from experiments.ttw_landmarks import train
     c = _config(model__features="resnet,textrecog")
     data = train.load_data(c)
     x = {k: jnp.asarray(v[:16]) for k, v in data["inputs"].items()}
     y = jnp.asarray(data["corners"].labels[:16])
     model = BagOfEmbeddings(text_vocab=data["vocab_size"] + 1)
-    params = model.init(jax.random.key(0), x)
+    params = model.init(seeded_key(0, learning_seed), x)
     tx = optax.adam(0.05)
     state = tx.init(params)
     loss = lambda p: weighted_bce(model.apply(p, x), y, jnp.ones_like(y))
@@ -226,20 +228,26 @@ def test_overfits_a_few_corners():
     for _ in range(300):
         params, state = step(params, state)
     pred = np.asarray(model.apply(params, x)) >= 0
-    assert multilabel_metrics(pred, np.asarray(y))["weighted_f1"] == 1.0
+    learned(weighted_f1=(multilabel_metrics(pred, np.asarray(y))["weighted_f1"], ">=",
+                         ALL_RIGHT))
 
 
-def test_text_recognition_beats_the_baselines_on_the_real_maps(tmp_path):
-    """The real maps' labels with synthetic release-layout text; deterministic in the config."""
+def test_text_recognition_beats_the_baselines_on_the_real_maps(tmp_path, learned, learning_seed):
+    """The real maps' labels with synthetic release-layout text; deterministic in the config
+    (`seed`: the split, the initialisation, the shuffling). Measured over 11 runs (seeds 0-4; 0-2
+    under --xla_cpu_max_isa=AVX2 and AVX; tests/learning_spread.py): valid weighted F1 above
+    all-positive's by 0.220-0.304 and above random's by 0.319-0.378 (bounds 0.1)."""
     from experiments.ttw_landmarks import train
-    c = _config(model__features="textrecog",
+    c = _config(model__features="textrecog", seed=learning_seed,
                 data__maps_dir=shared_path("ttw", "maps"))
     r = train.train_and_evaluate(c, str(tmp_path))
     v = r["valid"]
     assert r["corners"]["train"] + r["corners"]["valid"] == 460
-    assert v["model"]["weighted_f1"] > v["all_positive"]["weighted_f1"] + 0.1
-    assert v["model"]["weighted_f1"] > v["random"]["weighted_f1"] + 0.1
-    assert r["table18"]["valid_f1"] > v["all_positive"]["weighted_f1"]
+    f1 = v["model"]["weighted_f1"]
+    learned(f1_over_all_positive=(f1 - v["all_positive"]["weighted_f1"], ">", 0.1),
+            f1_over_random=(f1 - v["random"]["weighted_f1"], ">", 0.1),
+            table18_f1_over_all_positive=(r["table18"]["valid_f1"]
+                                          - v["all_positive"]["weighted_f1"], ">", 0))
     # the released per-batch means equal the whole-set scores when valid fits in one batch
     best = r["history"][r["best_epoch"] - 1]
     assert best["valid/loss"] == r["table18"]["valid_loss"]

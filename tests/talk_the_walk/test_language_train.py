@@ -145,9 +145,13 @@ def test_full_task_gives_every_step_fresh_message_keys():
 class TestTrainer(TrainerContract):
     name = "ttw_language"
 
-    def test_every_stage_reports_its_accuracy(self, trained):
+    def test_every_stage_reports_its_accuracy(self, trained, learned):
+        """Measured over 11 runs (seeds 0-4; 0-2 under --xla_cpu_max_isa=AVX2 and AVX;
+        tests/learning_spread.py): the tourist's valid CE 4.806-4.826 against log(vocabulary)
+        4.920."""
         _, res = trained(self.name)
-        assert res["tourist"]["valid"]["ce"] < np.log(res["vocab_size"])   # it learned something
+        # it learned something: below the cross-entropy of a uniform guess over the vocabulary
+        learned(tourist_valid_ce=(res["tourist"]["valid"]["ce"], "<", np.log(res["vocab_size"])))
         assert set(res["generated"]["T1"]["test"]) == set(language.DECODES)
         pg = res["policy_gradient"]["test"]
         assert {k.split("_")[-1] for k in pg} == set(language.DECODES)

@@ -6,7 +6,7 @@ import numpy as np
 import optax
 import pytest
 
-from tests.helpers import assert_bfloat16_loss_close
+from tests.helpers import ALL_RIGHT, assert_bfloat16_loss_close, seeded_key
 from ttw_jax.core import vocab as vocab_lib
 from ttw_jax.core.env import replay_policy
 from ttw_jax.core.train.precision import with_dtype
@@ -34,8 +34,8 @@ def world():
                 sim=td.compile_sim(graph), features=jnp.asarray(features), links=links)
 
 
-def init(model, crop=3, dim=6):
-    return jax.jit(model.init)(jax.random.key(0), jnp.ones((2, 5), jnp.int32), jnp.full((2,), 5),
+def init(model, crop=3, dim=6, seed=0):
+    return jax.jit(model.init)(seeded_key(0, seed), jnp.ones((2, 5), jnp.int32), jnp.full((2,), 5),
                                jnp.zeros((2, 3, crop, dim)), jnp.zeros((2, 3), jnp.int32))
 
 
@@ -209,10 +209,13 @@ def test_uniform_init_draws_every_kernel_and_embedding_from_the_papers_interval(
 @pytest.mark.slow
 @pytest.mark.parametrize("kind,dtype", [("ga", "float32"), ("rconcat", "float32"),
                                         ("rconcat", "bfloat16")])
-def test_overfits_a_tiny_batch_through_the_scan(kind, dtype, world):
+def test_overfits_a_tiny_batch_through_the_scan(kind, dtype, world, learned, learning_seed):
+    """Measured over 11 runs (seeds 0-4; 0-2 under --xla_cpu_max_isa=AVX2 and AVX;
+    tests/learning_spread.py): loss 4.9e-5-3.7e-4 (bound 0.05), every action right, TC 1.0, SPD 0 in
+    all."""
     model = with_dtype(Navigator(len(world["vocab"]), kind, text_hidden=32, hidden=32,
                                  conv_features=8), dtype)
-    params = init(model)
+    params = init(model, seed=learning_seed)
     eps = world["eps"]
     batch = {k: jnp.asarray(eps[k][:4]) for k in ("start_pano", "start_heading", "tokens",
                                                    "token_len", "gold", "gold_len")}
@@ -232,7 +235,8 @@ def test_overfits_a_tiny_batch_through_the_scan(kind, dtype, world):
         return optax.apply_updates(params, updates), opt, m
     for _ in range(150):
         params, opt, m = step(params, opt)
-    assert float(m["loss"]) < 0.05 and float(m["action_accuracy"]) == pytest.approx(1.0)
+    final = dict(loss=(m["loss"], "<", 0.05),
+                 action_accuracy=(m["action_accuracy"], ">=", ALL_RIGHT))
     # Greedy decoding of the memorised episodes reaches every goal.
     def factory(sim, consts, b):
         text = model.apply(consts, b["tokens"], b["token_len"], method=Navigator.encode)
@@ -241,7 +245,7 @@ def test_overfits_a_tiny_batch_through_the_scan(kind, dtype, world):
     hops = nav_episodes.hops_to_goal(world["graph"], sub["goal"])
     res = nav_eval.evaluate(nav_eval.make_rollout(factory, 40), world["sim"], params, sub, hops,
                             jax.random.key(0), batch_size=4)
-    assert res["tc"] == 1.0 and res["spd"] == 0.0
+    learned(**final, tc=(res["tc"], ">=", ALL_RIGHT), spd=(res["spd"], "==", 0.0))
 
 
 def test_baselines_and_gold_replay(world):

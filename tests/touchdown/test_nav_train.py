@@ -34,13 +34,17 @@ class TestTrainer(TrainerContract):
         for k in ("tc", "spd", "sed"):
             assert scored[k] == pytest.approx(agent[k], abs=1e-6), k
 
-    def test_trained_agent_beats_random_on_held_out_routes(self, tfds_dir, tmp_path):
+    def test_trained_agent_beats_random_on_held_out_routes(self, tfds_dir, tmp_path, learned,
+                                                           learning_seed):
+        """150 steps. Measured over 11 runs (seeds 0-4; 0-2 under --xla_cpu_max_isa=AVX2 and AVX;
+        tests/learning_spread.py): GA's TC above Random's by 0.12-0.31 (bound 0.05); at the former
+        100 steps by 0.015 for seed 2."""
         # The contract's config trained longer: after the contract's run (this class runs on one
         # worker, in order) its programs come from the compilation cache. RConcat learns through
         # the same loss and scan (its overfit test: tests/touchdown/test_agents.py).
-        c = NAV.config(tfds_dir, num_steps=100, eval_every=100)
+        c = NAV.config(tfds_dir, learning_seed, num_steps=150, eval_every=150)
         res = NAV.train.train_and_evaluate(c, str(tmp_path))
-        assert res["test"]["ga"]["tc"] > res["test"]["random"]["tc"] + 0.05
+        learned(tc_over_random=(res["test"]["ga"]["tc"] - res["test"]["random"]["tc"], ">", 0.05))
 
 
 def test_features_that_do_not_suit_the_image_encoder_are_refused(tfds_dir, tmp_path):

@@ -51,9 +51,11 @@ def batch(b=2, h=9, w=15, c=3, seed=0):
             jnp.asarray(rng.normal(size=(b, h, w, c)), jnp.float32))
 
 
-def init(name, data, **kw):
+def init(name, data, seed=0, **kw):
+    """The model and its parameters from key(1) (folded with a learning test's `seed`)."""
     model = sdr.build_sdr_model(name, VOCAB, **{**SMALL[name], **kw})
-    return model, jax.jit(model.init)(key(1), *data)
+    k = key(1) if seed == 0 else jax.random.fold_in(key(1), seed)
+    return model, jax.jit(model.init)(k, *data)
 
 
 @functools.cache
@@ -231,11 +233,14 @@ def test_bad_configurations():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_lingunet_overfits_tiny_batch(dtype):
-    """Also in bfloat16, with the pixel-score heads in float32 as the trainer has them."""
+def test_lingunet_overfits_tiny_batch(dtype, learned, learning_seed):
+    """Also in bfloat16, with the pixel-score heads in float32 as the trainer has them. Measured
+    over 11 runs (seeds 0-4; 0-2 under --xla_cpu_max_isa=AVX2 and AVX; tests/learning_spread.py):
+    the argmax pixel on the target for every view in all (bound 0.95)."""
     tokens, lengths, images = batch(4, 10, 13, 4, seed=3)
     target = jnp.asarray([[1, 2], [4, 11], [7, 5], [9, 0]])
-    model, params = init("lingunet", (tokens, lengths, images), channels=8, mlp_hidden=16)
+    model, params = init("lingunet", (tokens, lengths, images), learning_seed, channels=8,
+                         mlp_hidden=16)
     mixed = with_dtype(model, dtype, SDR_FLOAT32_MODULES)
     if dtype == "bfloat16":
         loss = lambda m: lambda p: (nll(m.apply(p, tokens, lengths, images), target),)
@@ -255,4 +260,4 @@ def test_lingunet_overfits_tiny_batch(dtype):
 
     out = train(params)
     pred = jnp.argmax(out.reshape(4, -1), -1)
-    assert float(jnp.mean(pred == target[:, 0] * 13 + target[:, 1])) > 0.95
+    learned(argmax_on_target=(jnp.mean(pred == target[:, 0] * 13 + target[:, 1]), ">", 0.95))
