@@ -8,15 +8,16 @@ r"""Any experiment over several seeds, one table of mean +- std.
 `--config.<key>=...`); `--seeds` is a count N (seeds 0 .. N-1) or a list. Every run is the
 experiment's ordinary `train.train_and_evaluate` with `config.seed` set, in `<workdir>/s<seed>`,
 so a killed sweep resumes where it stopped and finished runs are read back from their
-`results.json` (a finished run of another config there is refused). The table
-(`<workdir>/sweep.md`, `sweep.json`) has a row per result (`<split> / <agent>`, as the
-results.json nests them) and a column per metric: the mean and the standard deviation over the
-seeds (ddof 0) of every number the runs report.
+`results.json` (a finished run of another config there is refused; files written before a
+result key was renamed, e.g. `acc@40` -> `acc_40`, are read under the new names by
+`provenance.read_results`). The table (`<workdir>/sweep.md`, `sweep.json` with its
+`schema_version`) has a row per result (`<split> / <agent>`, as the results.json nests them)
+and a column per metric: the mean and the standard deviation over the seeds (ddof 0) of every
+number the runs report (not `schema_version` nor the `provenance` block).
 """
 from __future__ import annotations
 
 import importlib
-import json
 import sys
 from typing import Callable, Sequence
 
@@ -24,6 +25,9 @@ import ml_collections
 import numpy as np
 
 from ttw_jax.core import paths
+from ttw_jax.core.train import provenance
+
+NOT_METRICS = ("config", "schema_version", "provenance")
 
 
 def seed_list(text: str) -> list[int]:
@@ -38,10 +42,10 @@ def seed_list(text: str) -> list[int]:
 
 
 def numbers(tree, prefix: str = "") -> dict[str, float]:
-    """{"a/b/c": value} of every number in a results dict (booleans and the config skipped)."""
+    """{"a/b/c": value} of every number in a results dict (booleans and `NOT_METRICS` skipped)."""
     out = {}
     for k, v in tree.items():
-        if k == "config":
+        if k in NOT_METRICS:
             continue
         key = f"{prefix}/{k}" if prefix else str(k)
         if isinstance(v, dict):
@@ -78,15 +82,26 @@ def to_markdown(summary: dict[str, tuple[float, float]], title: str) -> str:
 def train_or_read(train_and_evaluate: Callable[..., dict], config: ml_collections.ConfigDict,
                   rdir) -> dict:
     """The results of `config`'s run in `rdir`: read back if it finished (a finished run of
-    another config there is refused), else trained (resuming from its checkpoints)."""
+    another config there is refused), else trained (resuming from its checkpoints). A file of
+    an earlier schema is read under the renamed keys (`provenance.read_results`), and a metric
+    it selected by an old name (`eval.metric=acc@80`) counts as the new one."""
     done = rdir / "results.json"
     if not done.exists():
         return train_and_evaluate(config, rdir)
-    res = json.loads(done.read_text(encoding="utf-8"))
-    if res["config"] != config.to_dict():
+    res = provenance.read_results(done)
+    if _renamed_metrics(res["config"]) != config.to_dict():
         raise ValueError(f"{rdir} holds a finished run of another config; choose a new "
                          "--workdir")
     return res
+
+
+def _renamed_metrics(tree):
+    """`tree` (a config dict) with each `...metric` set to a renamed result key set to the new
+    one."""
+    if not isinstance(tree, dict):
+        return tree
+    return {k: (provenance.RENAMED_RESULT_KEYS.get(v, v) if k == "metric" and isinstance(v, str)
+                else _renamed_metrics(v)) for k, v in tree.items()}
 
 
 def run_seeds(train_and_evaluate: Callable[..., dict], config: ml_collections.ConfigDict,
@@ -102,7 +117,8 @@ def run_seeds(train_and_evaluate: Callable[..., dict], config: ml_collections.Co
         results.append(train_or_read(train_and_evaluate, c, workdir / f"s{seed}"))
     summary = summarize(results)
     if jax.process_index() == 0:
-        write_json(workdir / "sweep.json", {"experiment": name, "seeds": list(seeds),
+        write_json(workdir / "sweep.json", {"schema_version": provenance.SCHEMA_VERSION,
+                                            "experiment": name, "seeds": list(seeds),
                                             "summary": summary}, indent=2)
         table = to_markdown(summary, f"{name}, mean +- std over seeds {list(seeds)}")
         paths.write_text(workdir / "sweep.md", table + "\n")

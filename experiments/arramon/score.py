@@ -7,7 +7,8 @@ rPOD and PTC, overall (the mean of the two turns) and per turn, under either CTC
   python -m experiments.arramon.score --predictions=/tmp/arramon_vl/predictions_val_unseen.json \
       --workdir=/tmp/arramon_vl --split=val_unseen
 
-(the second reads the run's own data, named by its config.json).
+(the second reads the run's own data, named by its config.json, and refuses a hidden split of
+the release, test_unseen, whose references the authors keep for their leaderboard).
 """
 import json
 
@@ -18,6 +19,7 @@ from experiments.arramon import train
 from ttw_jax.arramon import evaluation, records as ar
 from ttw_jax.arramon.predictions import read_predictions, score_predictions
 from ttw_jax.core import paths
+from ttw_jax.core.train import provenance
 
 
 def split_records(split_file: str = "", workdir: str = "", split: str = "") -> list[dict]:
@@ -28,6 +30,7 @@ def split_records(split_file: str = "", workdir: str = "", split: str = "") -> l
         raise ValueError("give --split_file, or --workdir and --split")
     config = ml_collections.ConfigDict(json.loads(
         paths.resolve(workdir).joinpath("config.json").read_text()))
+    provenance.check_hidden(train.hidden_splits(config), {"--split (scoring)": split})
     return train.load_records(config.data, [split])[0][split]
 
 

@@ -10,6 +10,14 @@ the baselines, the assembly after perfect navigation (the paper's Table 6) when
 `eval.perfect_navigation`, the parameter counts, writes `predictions_<split>.json` per evaluated
 split (each instance's paths, pick-up and placement; `ttw_jax.arramon.predictions`, scored back
 by `python -m experiments.arramon.score`) and draws `trajectories.png` (dev instances).
+
+A hidden split of the release (`dataset.HIDDEN_SPLITS`, test_unseen: its references go to a
+leaderboard) is only rolled out: its predictions file is checked against the split's complete
+instance set and written, and no metric is computed for it (`hidden_predictions`); a config that
+would train or select on it is refused (`check_data_config`). results.json's provenance says
+what produced the numbers (`run_provenance`): rollouts on the release's recorded features are
+the proxy protocol `NEAREST_POSE`, and the simulator's symbolic views with the release's
+instructions are refused unless `data.allow_synthetic_perception`.
 """
 from __future__ import annotations
 
@@ -31,7 +39,7 @@ from ttw_jax.arramon import features as arramon_features, losses
 from ttw_jax.arramon.model import PhaseAgent, num_params
 from ttw_jax.core.chunks import map_in_chunks
 from ttw_jax.core.stream import BatchStream
-from ttw_jax.core.train import data_parallel as dp
+from ttw_jax.core.train import data_parallel as dp, provenance
 from ttw_jax.core.train.run import (EVAL, INIT, STEPS, DataWait, Run, check_eval, make_optimizer,
                                     mean_over_seeds, seed_keys, splits)
 from ttw_jax.core.train.precision import with_dtype
@@ -77,6 +85,15 @@ def paper_rows(tfds_config: str, split: str, agents) -> dict[str, dict]:
     if tfds_config != "english":
         return {}
     return {a: PAPER[split][a] for a in agents if a in PAPER.get(split, {})}
+# Rollouts on the release's recorded features (`uses_features`): off the demonstration the agent
+# sees the features of the nearest recorded pose (`features.nearest_recorded`).
+NEAREST_POSE = provenance.protocol(
+    "nearest_recorded_pose",
+    why="the official code evaluates in the Unity simulator; off the demonstration the agent "
+        "sees the nearest recorded pose's view (of the same instance, turn and phase: nearest "
+        "position, then heading)")
+# An entity of the simulator's symbolic view (`views`): pattern, colour, type ids and geometry.
+SYMBOLIC_WIDTH = 3 + arramon_view.GEO_DIM
 PARTITIONS = ("partition_train", "partition_dev", "partition_test")
 NUM_TYPES = len(arramon_records.TYPES)
 NUM_ATTRS = (ae.NUM_ATTRIBUTES[0], ae.NUM_ATTRIBUTES[1],
@@ -154,6 +171,74 @@ def uses_features(config: ml_collections.ConfigDict) -> bool:
     """Does the run read the release's recorded image features (`data.features_dir`, a model
     with vision)? L/O and the baselines see nothing."""
     return bool(config.data.features_dir) and config.mode == "train" and config.model.name != "lo"
+
+
+def symbolic_views(config: ml_collections.ConfigDict) -> bool:
+    """Does the agent see the simulator's symbolic views (`views`), a synthetic stand-in for the
+    release's images: a trained V/L or V/O without `data.features_dir`."""
+    return config.mode == "train" and config.model.name != "lo" and not config.data.features_dir
+
+
+def hidden_splits(config: ml_collections.ConfigDict) -> tuple[str, ...]:
+    """The splits of the run's data whose references are withheld (`dataset.hidden_splits`)."""
+    return arramon_data.hidden_splits(config.data.tfds_config)
+
+
+def check_data_config(config: ml_collections.ConfigDict) -> None:
+    """Refuses, before any work, the symbolic views with the release's instructions (unless
+    `data.allow_synthetic_perception`) and any use of a hidden split that needs its references
+    (training, model selection, partitions, the baselines mode's metrics)."""
+    d = config.data
+    provenance.check_perception(
+        d.tfds_config != "synthetic", symbolic_views(config), d.allow_synthetic_perception,
+        f"model.name={config.model.name!r} without data.features_dir (the simulator's "
+        "symbolic views)")
+    uses = {"data.train_split (training)": d.train_split,
+            "data.dev_split (model selection)": d.dev_split,
+            "data.partition_split (training and selection partitions)": d.partition_split or ()}
+    if config.mode == "baselines":
+        uses["data.eval_splits (the baselines mode only computes metrics)"] = splits(
+            d.eval_splits)
+    provenance.check_hidden(hidden_splits(config), uses)
+
+
+RECONSTRUCTED_MAP = provenance.protocol(
+    "reconstructed_walkable_map",
+    why="the official code evaluates in the Unity simulator's city; the release holds no walls "
+        "or buildings, so this project's simulator walks a map rebuilt from the split's "
+        "ground-truth paths (every point within 1.0 unit of one), which favours staying near them")
+
+
+def run_protocol(config: ml_collections.ConfigDict) -> dict:
+    """The evaluation protocol of the run's rollouts: `NEAREST_POSE` on the recorded features,
+    `RECONSTRUCTED_MAP` on another release run, the simulator's own (official) on synthetic
+    cities, which carry their buildings."""
+    if uses_features(config):
+        return NEAREST_POSE
+    return provenance.protocol() if config.data.tfds_config == "synthetic" else RECONSTRUCTED_MAP
+
+
+def run_provenance(config: ml_collections.ConfigDict, hidden: Sequence[str]) -> dict:
+    """results.json's provenance: the release folder (`data.manual_dir`, else the prepared
+    dataset's) or the synthetic generator's seed (of the training split), what the agent sees,
+    the protocol, the hidden splits evaluated (predictions only)."""
+    d = config.data
+    if d.tfds_config == "synthetic":
+        data = provenance.synthetic_data(
+            arramon_data.synthetic_seed(d.partition_split or d.train_split))
+    else:
+        data = provenance.release_data(
+            d.manual_dir or arramon_data.prepared_dir(d.tfds_config, d.tfds_dir or None))
+    if uses_features(config):
+        seen = provenance.perception_file(d.features_dir, arramon_features.FEATURE_SHAPE[-1])
+    elif symbolic_views(config):
+        seen = provenance.synthetic_perception(data.get("seed", config.seed), SYMBOLIC_WIDTH)
+    else:
+        seen = provenance.NONE
+    seeds = config.eval.baseline_seeds if config.mode == "baselines" else 1
+    return provenance.provenance(config, data=data, perception=seen,
+                                 protocol=run_protocol(config), seeds=seeds,
+                                 hidden_splits=hidden)
 
 
 def add_features(ep: dict, walkable, records: Sequence[dict], d: ml_collections.ConfigDict):
@@ -247,6 +332,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         raise ValueError("student_forcing needs the simulator's views; the recorded features "
                          "exist only along the demonstrations (set student_forcing=0 with "
                          "data.features_dir)")
+    check_data_config(config)
     baselines = baseline_rollouts(config)
     run = Run.start(config, workdir, RESUMABLE_CHANGES)
     data = load_data(config, workdir)
@@ -274,7 +360,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         for split in splits(d.eval_splits):
             results[split] = {"episodes": len(data["episodes"][split]["psi0"]),
                               **baseline_results(split)}
-        return run.finish(results, format_results(results))
+        return run.finish(results, format_results(results), run_provenance(config, ()))
 
     models = build_models(config, len(data["vocab"]))
     state = train_state.TrainState.create(apply_fn=models[0].apply,
@@ -339,7 +425,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     tf_accuracy = losses.teacher_forced_accuracy(*models) if uses_features(config) else None
     perfect_nav = arr_eval.make_task_rollout((arr_eval.gold_navigation_factory, agent_assem),
                                              config.eval.horizon, config.eval.ctc_rule)
+    hidden = [s for s in splits(d.eval_splits) if s in hidden_splits(config)]
+    predict = arr_eval.make_task_rollout((agent_nav, agent_assem), config.eval.horizon,
+                                         scored=False)
     for split in splits(d.eval_splits):
+        if split in hidden:         # no reference: predictions only
+            results[split] = hidden_predictions(predict, best_params, data, split, run,
+                                                config.eval.batch_size)
+            continue
         # The same program, parameters and key as the dev evaluations: the dev split's numbers
         # equal fit's at the best step; the per-instance outcomes go to the predictions file.
         ev = run_split(agent, best_params, split, keep_episodes=True)
@@ -366,7 +459,25 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                                   paths, run.workdir / "trajectories.png",
                                   f"{config.model.name.upper()}, {split}, best step "
                                   f"{meta['best_step']}")
-    return run.finish(results, format_results(results))
+    return run.finish(results, format_results(results), run_provenance(config, hidden))
+
+
+def hidden_predictions(rollout, params, data: dict, split: str, run: Run,
+                       batch_size: int) -> dict:
+    """A hidden split's results, {"predictions": file name, "instances": n}: the agent's
+    rollout (`rollout` unscored, given no reference) written as its predictions file, checked
+    against the split's complete instance set first; no metric is computed."""
+    records = data["records"][split]
+    per = arr_eval.predict(rollout, data["walkable"][split], params, data["episodes"][split],
+                           run.key(EVAL), batch_size)
+    name = f"predictions_{split}.json"
+    if jax.process_index() == 0:
+        path = run.workdir / name
+        predictions.write_checked_predictions(path, predictions.predictions(records, per),
+                                              records)
+        print(f"{split}: references withheld (the authors' leaderboard scores them); "
+              f"predictions of its {len(records)} instances written to {path}")
+    return {"predictions": name, "instances": len(records)}
 
 
 def _row(label: str, m: dict, names: Sequence[str], keys: Sequence[str]) -> str:
@@ -382,9 +493,14 @@ def format_results(results: dict) -> str:
     rule = results["config"]["eval"]["ctc_rule"]
     other = next(r for r in arramon_metrics.CTC_RULES if r != rule)
     head = f"best step {results['best_step']}; " if "best_step" in results else ""
+    protocol = run_protocol(ml_collections.ConfigDict(results["config"]))
+    proxy = protocol["name"] != provenance.OFFICIAL
     lines = [f"ArraMon ({results['agent']}, {head}CTC rule {rule!r}; overall = mean of the two "
-             "turns; std over seeds in brackets):",
-             f"{'split / agent (rule)':34s} " + " ".join(f"{n:>10s}" for n in names)]
+             "turns; std over seeds in brackets):"]
+    if proxy:
+        lines.append(f"NOT THE PAPER'S PROTOCOL: the rollouts below run under the proxy "
+                     f"protocol {protocol['name']!r} ({protocol['why']})")
+    lines.append(f"{'split / agent (rule)':34s} " + " ".join(f"{n:>10s}" for n in names))
     for split, res in results.items():
         if not (isinstance(res, dict) and "episodes" in res):
             continue
@@ -400,21 +516,31 @@ def format_results(results: dict) -> str:
             m = res[agent]
             lines.append(f"{split} {agent}: teacher-forced action accuracy along the recorded "
                          f"demonstrations: navigation {m['navi_tf_accuracy']:.4f}, assembly "
-                         f"{m['assem_tf_accuracy']:.4f} (rollouts above see the nearest "
-                         "recorded pose's features)")
+                         f"{m['assem_tf_accuracy']:.4f} (the official main_nosim.py's "
+                         "measure; the rollouts above see the nearest recorded pose's "
+                         "features)")
         if agent in res:
             for t in range(2):
                 lines.append(_row(f"{split} {agent} turn {t + 1} ({rule})", res[agent], names,
                                   [f"{n}_{t}" for n in names]))
-    tfds_config = results["config"]["data"]["tfds_config"]
     for split, res in results.items():
-        if isinstance(res, dict) and "episodes" in res:
-            for agent, row in paper_rows(tfds_config, split, res).items():
-                lines.append(f"{f'paper {split} {PAPER_LABELS[agent]} (Kim et al. 2020)':34s} "
-                             + " ".join(f"{row[n]:10.4f}" if row.get(n) is not None
-                                        else " " * 10 for n in names))
+        if isinstance(res, dict) and "predictions" in res and "episodes" not in res:
+            lines.append(f"{split}: references withheld (a leaderboard scores them), no metric: "
+                         f"predictions of {res['instances']} instances in {res['predictions']}")
     if "num_params" in results:
         p = results["num_params"]
         lines.append(f"trainable parameters: {p['total']:,} (navigation {p['navi']:,}, "
                      f"assembly {p['assem']:,})")
+    tfds_config = results["config"]["data"]["tfds_config"]
+    paper = [(split, agent, row) for split, res in results.items()
+             if isinstance(res, dict) and "episodes" in res
+             for agent, row in paper_rows(tfds_config, split, res).items()]
+    if paper:
+        lines.append("-- the paper's rows (Kim et al. 2020), evaluated in the Unity simulator"
+                     + (f", not under the proxy protocol {protocol['name']!r} of the rows above"
+                        if proxy else "") + ":")
+    for split, agent, row in paper:
+        lines.append(f"{f'paper {split} {PAPER_LABELS[agent]} (Kim et al. 2020)':34s} "
+                     + " ".join(f"{row[n]:10.4f}" if row.get(n) is not None else " " * 10
+                                for n in names))
     return "\n".join(lines)

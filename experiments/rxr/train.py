@@ -26,6 +26,7 @@ from ttw_jax.core import paths
 from ttw_jax.core.stream import BatchStream, mixture_index
 from ttw_jax.core.env import PolicyFactory, replay_policy
 from ttw_jax.core.train import data_parallel as dp
+from ttw_jax.core.train import provenance as prov
 from ttw_jax.core.train.run import (EVAL, INIT, Run, check_eval, make_optimizer, mean_over_seeds,
                                     splits)
 from ttw_jax.core.train.precision import with_dtype
@@ -34,7 +35,7 @@ from ttw_jax.rxr import (dataset as rxr_data, episodes as rxr_episodes, evaluati
                          house, predictions, view_features, views)
 from ttw_jax.rxr.graph import SOURCE_HINT, geodesic_table, list_scans, load_matterport_graph
 from ttw_jax.rxr.losses import mixed_loss
-from ttw_jax.rxr.records import ANNOTATORS
+from ttw_jax.rxr.records import ANNOTATORS, R2R_IDS_PER_PATH, hidden_splits
 from ttw_jax.rxr.rcm import RCMAgent, rcm_policy
 from ttw_jax.rxr.synthetic import node_landmarks
 
@@ -103,6 +104,23 @@ def evaluation_splits(config: ml_collections.ConfigDict) -> list[str]:
                                     if d.multitask else [])
 
 
+def withheld(config: ml_collections.ConfigDict) -> set[str]:
+    """The splits (as `evaluation_splits` names them) whose references the release withholds
+    (`records.hidden_splits`): they get leaderboard predictions, never metrics."""
+    d = config.data
+    out = set(hidden_splits(d.tfds_config))
+    if d.multitask:
+        out |= {f"{d.multitask}/{s}" for s in hidden_splits(d.multitask)}
+    return out
+
+
+def leaderboard_ids(records: Sequence[dict]) -> list[str]:
+    """The leaderboard ids of a split's annotations (R2R "<path_id>_<k>", RxR instruction ids)."""
+    return [f"{r['path_id']}_{r['instruction_id'] - r['path_id'] * R2R_IDS_PER_PATH}"
+            if r["annotator"] == "r2r" else str(r["instruction_id"]) for r in records
+            if r["annotator"] in ("r2r", "guide")]
+
+
 def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
     """Graph, geodesics, view features, vocabulary and padded episodes of every named split (with
     `data.multitask` the second dataset's evaluation splits too, named `<config>/<split>`), the
@@ -137,6 +155,8 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
             second_train = [dict(r, text_features_row=r["text_features_row"] + SECOND_ROWS)
                             if r.get("text_features_row") is not None else r
                             for r in second_train]
+    # the complete id set of each withheld split, before any filter: what its leaderboard takes
+    complete = {s: leaderboard_ids(records[s]) for s in withheld(config) if s in records}
     if HOLDOUT in {d.dev_split, *splits(d.eval_splits)}:   # every holdout_every-th train path
         train_records = records[d.train_split]
         records[HOLDOUT] = [r for r in train_records if r["path_id"] % d.holdout_every == 0]
@@ -211,7 +231,7 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
     return dict(graph=graph, nodes=nodes, geodesic=geodesic_table(metric_graph, scan_of),
                 vocab=vocab, languages=languages, episodes=episodes, max_path=max_path,
                 features=view_feature_table(config, graph, nodes), human=human,
-                distances=distances, mixture=mixture, sources=sources)
+                distances=distances, mixture=mixture, sources=sources, complete_ids=complete)
 
 
 def build_model(config: ml_collections.ConfigDict, vocab_size: int) -> RCMAgent:
@@ -247,13 +267,16 @@ def gold_factory(graph, consts, batch):
     return replay_policy, batch["gold"]
 
 
-def prediction_files(split: str, annotators: np.ndarray) -> dict[str, np.ndarray]:
+def prediction_files(split: str, annotators: np.ndarray,
+                     policy: str = "") -> dict[str, np.ndarray]:
     """{file name: episode mask} of the leaderboard files of `split`'s episodes (their annotator
     ids, `records.ANNOTATORS`): `predictions_<split>.json` (R2R's format, R2R instructions) or
     `.jsonl` (RxR's); one file per annotator, `predictions_<split>_<annotator>.jsonl`, when
     several annotators' paths are scored, so every file holds each instruction_id once. A `/` in
-    a split name (`r2r/val_seen`) becomes `_`."""
-    stem = f"predictions_{split.replace('/', '_')}"
+    a split name (`r2r/val_seen`) becomes `_`; a `policy` other than the agent's (a baseline)
+    is added to the stem (`predictions_test_random_walk.json`)."""
+    stem = f"predictions_{split.replace('/', '_')}" + (
+        f"_{policy.replace('/', '-')}" if policy else "")
     present = sorted(set(np.asarray(annotators).tolist()))
     if present == [ANNOTATORS.index("r2r")]:
         return {f"{stem}.json": np.ones(len(annotators), bool)}
@@ -262,17 +285,22 @@ def prediction_files(split: str, annotators: np.ndarray) -> dict[str, np.ndarray
     return {f"{stem}_{ANNOTATORS[a]}.jsonl": np.asarray(annotators) == a for a in present}
 
 
-def write_split_predictions(workdir: str, split: str, data: dict, per_episode: dict) -> list:
-    """Writes the agent's paths on `split` as leaderboard files in `workdir`
-    (`prediction_files`); returns their names."""
+def write_split_predictions(workdir: str, split: str, data: dict, per_episode: dict,
+                            policy: str = "") -> list:
+    """Writes a policy's paths on `split` as leaderboard files in `workdir`
+    (`prediction_files`); returns their names. A withheld split's file is first checked
+    against the leaderboard's format and the split's complete id set."""
     eps = data["episodes"][split]
     names = []
-    for name, mask in prediction_files(split, eps["annotator"]).items():
+    for name, mask in prediction_files(split, eps["annotator"], policy).items():
         fmt = "r2r" if name.endswith(".json") else "rxr"
         sub_eps = {k: eps[k][mask] for k in ("instruction_id", "path_id", "heading")}
         rows = predictions.prediction_rows(per_episode["path"][mask],
                                            per_episode["path_len"][mask], sub_eps,
                                            data["nodes"], data["graph"], fmt)
+        if split in data["complete_ids"]:
+            predictions.check_leaderboard(rows, fmt, data["complete_ids"][split],
+                                          f"{name} ({split})")
         predictions.write_predictions(paths.resolve(workdir) / name, rows, fmt)
         names.append(name)
     return names
@@ -306,6 +334,19 @@ def check_config(config: ml_collections.ConfigDict) -> None:
             raise ValueError(f"eval.human scores the follower annotations, and "
                              f"rxr/{d.tfds_config} has none: use data.tfds_config=guide_follower "
                              "(data.train_annotators=guide trains on the guides alone)")
+    hidden = withheld(config)
+    prov.check_hidden(hidden, {"data.dev_split (model selection)": d.dev_split,
+                               "data.train_split": d.train_split})
+    restricted = known_languages(d.tfds_config)
+    if hidden & set(evaluation_splits(config)) and (d.languages or restricted):
+        raise ValueError(
+            f"the leaderboard of {sorted(hidden & set(evaluation_splits(config)))} takes every "
+            f"instruction of the split, and data.languages={d.languages!r} / "
+            f"data.tfds_config={d.tfds_config!r} keeps only some: use data.tfds_config=guide "
+            "with no data.languages for a leaderboard file")
+    prov.check_perception(d.tfds_config != "synthetic",
+                          d.features == "synthetic" and config.model.name != "language_only",
+                          d.allow_synthetic_perception, "data.features=synthetic")
     if config.mode == "train":
         if d.dev_split in evaluation_splits(config):
             raise ValueError(
@@ -315,13 +356,19 @@ def check_config(config: ml_collections.ConfigDict) -> None:
         if config.model.name != "language_only" and not d.features:
             raise ValueError(
                 f"model.name={config.model.name!r} sees the views, and data.features is empty: "
-                f"set --config.data.features to {view_features.HINT}, or 'synthetic' (the "
-                "synthetic data's); model.name=language_only runs on angle features alone")
+                f"set --config.data.features to {view_features.HINT} (or 'synthetic' with "
+                "the synthetic data); model.name=language_only runs on angle features alone")
     lower_is_better = config.eval.metric in ("pl", "ne")
     if config.eval.mode != ("min" if lower_is_better else "max"):
         raise ValueError(f"eval.metric {config.eval.metric!r} is "
                          f"{'minimised' if lower_is_better else 'maximised'}: set eval.mode to "
                          f"{'min' if lower_is_better else 'max'!r}")
+
+
+def known_languages(tfds_config: str) -> tuple[str, ...]:
+    """The languages an `rxr` TFDS config keeps (() = all)."""
+    known = rxr_builder.Builder.builder_configs.get(tfds_config)
+    return tuple(getattr(known, "languages", ()) or ())
 
 
 def baseline_steps(data: dict, config) -> int:
@@ -336,18 +383,39 @@ def horizons(config: ml_collections.ConfigDict, data: dict) -> tuple[int, int]:
             config.eval.horizon if config.eval.horizon > 0 else data["max_path"])
 
 
-def baseline_rollouts(config, num_steps: int, horizon: int) -> dict:
+def baseline_rollouts(config, num_steps: int, horizon: int, scored: bool = True) -> dict:
     """{name: jitted rollout} of `eval.baselines` moving `num_steps` times, built once so each
     compiles once for every split; with several `eval.straight` readings of "go straight", the
-    going-straight baselines once per reading, named `<baseline>/<reading>`."""
+    going-straight baselines once per reading, named `<baseline>/<reading>`. `scored=False`:
+    path rollouts (`make_path_rollout`) for a withheld split, without the baselines that read
+    the reference path."""
     readings = splits(config.eval.straight)
     out = {}
     for name in splits(config.eval.baselines):
+        if not scored and name in r2r_eval.NEEDS_REFERENCE:
+            continue
         for straight in readings[:1] if name == "random_walk" else readings:
             key = name if name == "random_walk" or len(readings) == 1 else f"{name}/{straight}"
-            out[key] = r2r_eval.make_rollout(
-                r2r_eval.baseline_factory(name, num_steps, straight), horizon,
-                config.loss.success_radius)
+            factory = r2r_eval.baseline_factory(name, num_steps, straight)
+            out[key] = (r2r_eval.make_rollout(factory, horizon, config.loss.success_radius)
+                        if scored else r2r_eval.make_path_rollout(factory, horizon))
+    return out
+
+
+def withheld_row(config, data: dict, split: str, workdir, graph, key,
+                 policies: dict) -> dict:
+    """A withheld split's results: each policy's leaderboard files ({name: (path rollout,
+    consts)}; the agent's under "" is written without a suffix), no metric."""
+    eps = data["episodes"][split]
+    out = {"episodes": len(eps["start"]), "references": "withheld", "predictions": {},
+           "not_run": {b: "reads the reference path" for b in splits(config.eval.baselines)
+                       if b in r2r_eval.NEEDS_REFERENCE}}
+    for i, (name, (run, consts)) in enumerate(policies.items()):
+        per = r2r_eval.predict_paths(run, graph, consts, eps, jax.random.fold_in(key, 1000 + i),
+                                     config.eval.batch_size)
+        if jax.process_index() == 0:
+            out["predictions"][name or config.model.name] = write_split_predictions(
+                workdir, split, data, per, name)
     return out
 
 
@@ -432,6 +500,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                "dev": {"split": config.data.dev_split, **(meta.get("best_eval") or {})}}
     baselines = baseline_rollouts(config, num_steps, eval_horizon)
     for split in evaluation_splits(config):
+        if split in data["complete_ids"]:    # references withheld: predictions only
+            agent = r2r_eval.make_path_rollout(model_factory(model), eval_horizon)
+            results[split] = withheld_row(
+                config, data, split, run.workdir, graph, run.key(EVAL),
+                {"": (agent, (best_params, features)),
+                 **{k: (r, None) for k, r in baseline_rollouts(config, num_steps, eval_horizon,
+                                                               scored=False).items()}})
+            continue
         results[split] = {"episodes": len(data["episodes"][split]["start"]),
                           config.model.name: evaluate(best_params, split, data["languages"],
                                                       config.eval.per_annotator,
@@ -439,7 +515,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                           **evaluate_baselines(config, baselines, data, graph, geodesic, split,
                                                run.key(EVAL)),
                           **human_row(config, data, split)}
-    return run.finish(results, format_results(results))
+    return run.finish(results, format_results(results), run_provenance(config, data))
 
 
 def human_row(config: ml_collections.ConfigDict, data: dict, split: str) -> dict:
@@ -459,9 +535,16 @@ def run_baselines(config: ml_collections.ConfigDict, run: Run, data: dict) -> di
     num_steps = baseline_steps(data, config)
     results = {"config": config.to_dict(), "agent": "gold", "baseline_steps": num_steps,
                "languages": data["languages"], "distances": data["distances"]}
-    baselines = baseline_rollouts(config, num_steps, horizons(config, data)[1])
+    horizon = horizons(config, data)[1]
+    baselines = baseline_rollouts(config, num_steps, horizon)
     for split in evaluation_splits(config):
         eps = data["episodes"][split]
+        if split in data["complete_ids"]:   # references withheld: no gold replay, no metric
+            results[split] = withheld_row(
+                config, data, split, run.workdir, graph, run.key(EVAL),
+                {k: (r, None) for k, r in baseline_rollouts(config, num_steps, horizon,
+                                                            scored=False).items()})
+            continue
         gold = r2r_eval.evaluate(r2r_eval.make_rollout(gold_factory, eps["gold"].shape[1]), graph,
                                  geodesic, None, eps, run.key(EVAL), config.eval.batch_size,
                                  data["languages"], config.eval.per_annotator)
@@ -470,7 +553,23 @@ def run_baselines(config: ml_collections.ConfigDict, run: Run, data: dict) -> di
                           **evaluate_baselines(config, baselines, data, graph, geodesic, split,
                                                run.key(EVAL)),
                           **human_row(config, data, split)}
-    return run.finish(results, format_results(results))
+    return run.finish(results, format_results(results), run_provenance(config, data))
+
+
+def run_provenance(config: ml_collections.ConfigDict, data: dict) -> dict:
+    """results.json's provenance: the release folder (or the synthetic data's seed), the view
+    features (file, synthetic, or none), the withheld splits evaluated."""
+    d = config.data
+    source = (prov.synthetic_data(config.seed) if d.tfds_config == "synthetic"
+              else prov.release_data(d.manual_dir, f"rxr/{d.tfds_config}"))
+    width = int(data["features"].shape[-1])
+    sees = config.mode == "train" and config.model.name != "language_only" and d.features
+    perception = (prov.NONE if not sees else prov.synthetic_perception(config.seed, width)
+                  if d.features == "synthetic" else prov.perception_file(d.features, width))
+    # the baselines' rows are means over eval.baseline_seeds; an agent's over one run
+    seeds = config.eval.baseline_seeds if config.mode == "baselines" else 1
+    return prov.provenance(config, data=source, perception=perception, seeds=seeds,
+                           hidden_splits=sorted(data["complete_ids"]))
 
 
 def format_results(results: dict) -> str:
@@ -480,7 +579,12 @@ def format_results(results: dict) -> str:
              f"steps; distances between {results['distances']}; std over seeds in brackets):",
              f"{'split':12s} {'agent':24s} " + " ".join(f"{n.upper():>6s}" for n in names)]
     for split, res in results.items():
-        if isinstance(res, dict) and "episodes" in res:
+        if isinstance(res, dict) and res.get("references") == "withheld":
+            files = ", ".join(f for names in res["predictions"].values() for f in names)
+            lines.append(f"{split:12s} references withheld (leaderboard): no metrics; "
+                         f"predictions in the workdir: {files}"
+                         + "".join(f"; {b} not run ({why})" for b, why in res["not_run"].items()))
+        elif isinstance(res, dict) and "episodes" in res:
             for agent, m in res.items():
                 if agent in ("episodes", "split"):
                     continue

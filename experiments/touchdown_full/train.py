@@ -25,16 +25,18 @@ from experiments.touchdown_sdr import train as sdr_train
 from experiments.touchdown_sdr.configs import default as sdr_default
 from ttw_datasets.touchdown import touchdown_dataset_builder as td_builder
 from ttw_jax.core import paths
+from ttw_jax.core.train import provenance as prov
 from ttw_jax.core.train.checkpoint import restore_best_params
 from ttw_jax.core.train.run import EVAL, Run, make_optimizer
 from ttw_jax.core.train.workdir import flatten
 from ttw_jax.core.vocab import Vocabulary, token_limit
 from ttw_jax.touchdown import (env as td, episodes as nav_episodes, evaluation as nav_eval,
                                full_task)
-from ttw_jax.touchdown.dataset import prepare
+from ttw_jax.touchdown.dataset import data_provenance, is_synthetic, prepare
 from ttw_jax.touchdown.sdr import figures, metrics as sdr_metrics
 from ttw_jax.touchdown.sdr.evaluation import evaluate as sdr_evaluate, make_predictor
 from ttw_jax.touchdown.sdr.losses import gaussian_target
+from ttw_jax.touchdown.validate import HIDDEN_SPLITS
 
 # The stages' own workdirs guard their configs (a stage trained here refuses another config
 # when the pipeline reruns), so the pipeline's workdir leaves `nav.*` and `sdr.*` to them.
@@ -49,7 +51,8 @@ VIEWS = ("synthetic", "release")
 def stage_config(config: ml_collections.ConfigDict, stage: str) -> ml_collections.ConfigDict:
     """The `nav` / `sdr` stage's config: the finished run's own (`<dir>/config.json`, laid over
     today's defaults, so runs from before a key was added still load) when `<stage>_workdir` is
-    set, else the sub-config; the data paths set in `config.data` override the stage's."""
+    set, else the sub-config; the data paths set in `config.data` override the stage's, and
+    `data.allow_synthetic_perception` set covers the navigation stage too."""
     workdir = config[f"{stage}_workdir"]
     if workdir:
         path = paths.resolve(workdir) / "config.json"
@@ -65,7 +68,44 @@ def stage_config(config: ml_collections.ConfigDict, stage: str) -> ml_collection
     for key in PATH_KEYS[stage]:
         if config.data[key]:
             c.data[key] = config.data[key]
+    if stage == "nav" and config.data.allow_synthetic_perception:
+        c.data.allow_synthetic_perception = True
     return c
+
+
+def check_perception(config: ml_collections.ConfigDict, nav_cfg) -> None:
+    """Refuses synthetic perception beside the release's routes (synthetic panorama features for
+    the agent, or synthetic SDR scenes at the routes' ends) unless
+    `data.allow_synthetic_perception` (`provenance.check_perception`)."""
+    real = not is_synthetic(nav_cfg.data.tfds_config)
+    allowed = config.data.allow_synthetic_perception
+    prov.check_perception(real, not nav_cfg.data.features, allowed, nav_train.SYNTHETIC_FEATURES)
+    prov.check_perception(real, config.data.views == "synthetic", allowed,
+                          "data.views=synthetic (synthetic SDR scenes)")
+
+
+def run_provenance(config: ml_collections.ConfigDict, nav_cfg, sdr_cfg, nav_width: int,
+                   sdr_width: int) -> dict:
+    """The pipeline's provenance: the navigation records and graph (and the SDR run's data under
+    "sdr" with `data.views=release`); the perception of both stages, the synthetic one on top
+    when either is synthetic (the other under "sdr" / "navigation"); the stages' dtypes."""
+    d = nav_cfg.data
+    data = data_provenance(d.tfds_config, nav_cfg.seed, d.tfds_dir or None, d.manual_dir or None,
+                           d.graph_dir or None)
+    nav = nav_train.perception_provenance(nav_cfg, nav_width)
+    if config.data.views == "release":
+        data["sdr"] = sdr_train.data_entry(sdr_cfg)
+        sdr = sdr_train.perception_entry(sdr_cfg, data["sdr"], sdr_width)
+    else:
+        sdr = prov.synthetic_perception(config.data.scene_seed, sdr_width)
+    if sdr["kind"] == "synthetic" and nav["kind"] != "synthetic":
+        perception = {**sdr, "navigation": nav}
+    else:
+        perception = {**nav, "sdr": sdr}
+    out = prov.provenance(config, data=data, perception=perception, hidden_splits=HIDDEN_SPLITS)
+    out["dtype"] = (nav_cfg.dtype if nav_cfg.dtype == sdr_cfg.dtype
+                    else f"navigation {nav_cfg.dtype}, sdr {sdr_cfg.dtype}")
+    return out
 
 
 def restore(workdir: str, model, params, optim, num_steps: int):
@@ -82,7 +122,7 @@ def restore(workdir: str, model, params, optim, num_steps: int):
 
 def navigate(nav_cfg, nav_dir: str, split: str, key: jax.Array) -> dict:
     """The navigation run's agent on `split`: {tc, spd, sed, final [E] panoid, route_id [E],
-    goal [E] panoid, records, links, best_step}."""
+    goal [E] panoid, records, links, best_step, feature_width}."""
     data = nav_train.load_data(nav_cfg, nav_dir, [split])
     model = nav_train.build_model(nav_cfg, len(data["vocab"]))
     template = nav_train.init_params(nav_cfg, model, data["features"].shape, jax.random.key(0))
@@ -98,7 +138,8 @@ def navigate(nav_cfg, nav_dir: str, split: str, key: jax.Array) -> dict:
     ids = np.asarray(data["nodes"].ids)
     return {**{k: ev[k] for k in nav_train.METRICS}, "final": ids[ev["episodes"]["final"]],
             "goal": ids[eps["goal"]], "route_id": eps["route_id"],
-            "records": data["records"][split], "links": data["links"], "best_step": best_step}
+            "records": data["records"][split], "links": data["links"], "best_step": best_step,
+            "feature_width": data["features"].shape[-1]}
 
 
 def sdr_views(config, sdr_cfg, nav: dict) -> dict:
@@ -152,15 +193,14 @@ def resolve(config, sdr_cfg, sdr_dir: str, views: dict, keep: Sequence[int]):
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                        hooks: Sequence[Callable[[int], None]] = ()) -> dict:
     """Trains the missing stages, runs the pipeline; returns (and writes) the results dict."""
+    nav_cfg, sdr_cfg = stage_config(config, "nav"), stage_config(config, "sdr")
+    check_perception(config, nav_cfg)
     run = Run.start(config, workdir, RESUMABLE_CHANGES, batch_sizes=())
     dirs = {}
-    for stage, trainer in (("nav", nav_train), ("sdr", sdr_train)):
-        cfg = stage_config(config, stage)
+    for stage, trainer, cfg in (("nav", nav_train, nav_cfg), ("sdr", sdr_train, sdr_cfg)):
         dirs[stage] = str(paths.resolve(config[f"{stage}_workdir"] or run.workdir / stage))
         if not config[f"{stage}_workdir"]:
             trainer.train_and_evaluate(cfg, dirs[stage], hooks=hooks)
-        dirs[stage + "_cfg"] = cfg
-    nav_cfg, sdr_cfg = dirs["nav_cfg"], dirs["sdr_cfg"]
     split = config.data.split
     nav = navigate(nav_cfg, dirs["nav"], split, run.key(EVAL))
     views = sdr_views(config, sdr_cfg, nav)
@@ -192,7 +232,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
             [f"[route {r}, agent stopped at the {which} view] {t}"
              for r, which, t in zip(v["route_id"], v["which"], v["text"])],
             run.workdir / "full_task.png")
-    return run.finish(results, format_results(results))
+    return run.finish(results, format_results(results),
+                      run_provenance(config, nav_cfg, sdr_cfg, nav["feature_width"],
+                                     views["features"].shape[-1]))
 
 
 def format_results(r: dict) -> str:

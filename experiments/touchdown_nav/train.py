@@ -20,7 +20,7 @@ from flax.training import train_state
 
 from ttw_jax.core import paths
 from ttw_jax.core.env import PolicyFactory, replay_policy
-from ttw_jax.core.train import data_parallel as dp
+from ttw_jax.core.train import data_parallel as dp, provenance as prov
 from ttw_jax.core.train.run import (EVAL, INIT, Run, check_eval, evaluate_best, make_optimizer,
                                     mean_over_seeds, seed_keys, splits)
 from ttw_jax.core.train.precision import with_dtype
@@ -29,11 +29,13 @@ from ttw_jax.touchdown import (env as td, episodes as nav_episodes, evaluation a
                                features as pano_features)
 from ttw_jax.touchdown.agents import (ABLATIONS, IMAGE_ENCODERS, MAP_ENCODERS, Navigator,
                                      navigator_policy, official_cnn_min_size)
-from ttw_jax.touchdown.dataset import load_touchdown_split_records, locator
+from ttw_jax.touchdown.dataset import (data_provenance, is_synthetic,
+                                      load_touchdown_split_records, locator)
 from ttw_jax.touchdown.losses import imitation_loss
 from ttw_jax.touchdown import figures as nav_figures, predictions as nav_predictions
 from ttw_jax.touchdown.projection import RGB_FOV, band_vfov
 from ttw_jax.touchdown.reference import TouchdownReference
+from ttw_jax.touchdown.validate import HIDDEN_SPLITS
 
 BATCH_KEYS = ("start_pano", "start_heading", "tokens", "token_len", "gold", "gold_len")
 RESUMABLE_CHANGES = ("patience", "eval.batch_size", "eval.baselines", "eval.baseline_seeds",
@@ -42,6 +44,7 @@ RESUMABLE_CHANGES = ("patience", "eval.batch_size", "eval.baselines", "eval.base
 MODELS = ("ga", "rconcat")
 METRICS = ("tc", "spd", "sed")
 MODES = ("train", "baselines")
+SYNTHETIC_FEATURES = 'data.features="" (synthetic panorama features)'
 
 
 def load_data(config: ml_collections.ConfigDict, workdir: str, wanted: Sequence[str]) -> dict:
@@ -83,6 +86,35 @@ def load_data(config: ml_collections.ConfigDict, workdir: str, wanted: Sequence[
                    features.dtype, convention)
     return dict(graph=graph, nodes=nodes, links=links, records=records, vocab=vocab,
                 episodes=episodes, features=features, convention=convention)
+
+
+def check_perception(config: ml_collections.ConfigDict) -> None:
+    """Refuses synthetic panorama features (`data.features` empty) beside the release's records
+    unless `data.allow_synthetic_perception` (`provenance.check_perception`); the baselines
+    mode sees no features."""
+    d = config.data
+    prov.check_perception(config.mode == "train" and not is_synthetic(d.tfds_config),
+                          not d.features, d.allow_synthetic_perception, SYNTHETIC_FEATURES)
+
+
+def perception_provenance(config: ml_collections.ConfigDict, width: int | None) -> dict:
+    """The provenance `perception` entry of panorama features of `width` channels: the file
+    `data.features`, or the synthetic ones (`seed`); none (`width` None) for the baselines."""
+    if width is None:
+        return prov.NONE
+    if config.data.features:
+        return prov.perception_file(config.data.features, width)
+    return prov.synthetic_perception(config.seed, width)
+
+
+def run_provenance(config: ml_collections.ConfigDict, width: int | None) -> dict:
+    """The provenance of a run of `config` (`ttw_jax.core.train.provenance`): its records and
+    graph, its features (`perception_provenance`), the official metrics, one seed."""
+    d = config.data
+    data = data_provenance(d.tfds_config, config.seed, d.tfds_dir or None, d.manual_dir or None,
+                           d.graph_dir or None)
+    return prov.provenance(config, data=data, perception=perception_provenance(config, width),
+                           hidden_splits=HIDDEN_SPLITS)
 
 
 def truncation(config: ml_collections.ConfigDict) -> str:
@@ -194,6 +226,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         raise ValueError(f"model.ablation must be one of {ABLATIONS}, got "
                          f"{config.model.ablation!r}")
     check_eval(config, METRICS)
+    check_perception(config)
     run = Run.start(config, workdir, RESUMABLE_CHANGES)
     if config.mode == "baselines":
         return run_baselines(config, run)
@@ -242,7 +275,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                           "episodes": len(data["episodes"][split]["goal"]),
                           **evaluate_baselines(config, baselines, sim, data, split, hops[split],
                                                run.key(EVAL))}
-    return run.finish(results, format_results(results))
+    return run.finish(results, format_results(results),
+                      run_provenance(config, data["features"].shape[-1]))
 
 
 def write_outputs(config, run: Run, data: dict, split: str, per_episode: dict,
@@ -280,7 +314,7 @@ def run_baselines(config: ml_collections.ConfigDict, run: Run) -> dict:
                                    "tc_count": int(gold["episodes"]["tc"].sum())},
                           **evaluate_baselines(config, baselines, sim, data, split, hops,
                                                run.key(EVAL))}
-    return run.finish(results, format_results(results))
+    return run.finish(results, format_results(results), run_provenance(config, None))
 
 
 def format_results(results: dict) -> str:

@@ -19,13 +19,13 @@ from flax.training import train_state
 from ttw_datasets.touchdown import touchdown_dataset_builder as td_builder
 from ttw_jax.core import paths
 from ttw_jax.core.stream import BatchStream
-from ttw_jax.core.train import data_parallel as dp
+from ttw_jax.core.train import data_parallel as dp, provenance as prov
 from ttw_jax.core.train.run import (INIT, STEPS, DataWait, Run, check_eval, evaluate_best,
                                     make_optimizer, mean_over_seeds)
 from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.core.vocab import Vocabulary, token_limit
 from ttw_jax.touchdown import records as td_records
-from ttw_jax.touchdown.dataset import prepare
+from ttw_jax.touchdown.dataset import data_provenance, prepare
 from ttw_jax.touchdown.sdr import (figures, metrics as sdr_metrics, predictions as sdr_predictions,
                                    stream as stream_sdr)
 from ttw_jax.touchdown.sdr.evaluation import baseline_metrics, evaluate, make_predictor
@@ -33,6 +33,7 @@ from ttw_jax.touchdown.sdr.losses import gaussian_target, make_loss
 from ttw_jax.touchdown.sdr.models import SDR_MODELS, build_sdr_model
 from ttw_jax.touchdown.sdr.official import (OfficialVocabulary, import_state_dict,
                                             read_checkpoint)
+from ttw_jax.touchdown.validate import HIDDEN_SPLITS
 
 RESUMABLE_CHANGES = ("patience", "eval.batch_size", "eval.baselines", "eval.baseline_seeds",
                      "data.eval_splits", "data.tfds_dir", "data.manual_dir", "write_plots",
@@ -134,6 +135,37 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
     return dict(splits=out, vocab=vocab)
 
 
+def data_entry(config: ml_collections.ConfigDict) -> dict:
+    """The provenance `data` entry: the release folder `data.manual_dir` (streamed, or the
+    baselines' records), else that of `data.tfds_config` (`dataset.data_provenance`)."""
+    d = config.data
+    if d.stream or config.mode == "baselines":
+        return prov.release_data(d.manual_dir)
+    return data_provenance(d.tfds_config, config.seed, d.tfds_dir or None, d.manual_dir or None)
+
+
+def perception_entry(config: ml_collections.ConfigDict, data: dict, width: int | None) -> dict:
+    """The provenance `perception` entry of feature maps of `width` channels (None: none, the
+    baselines): synthetic scenes with synthetic `data`, else the release's feature files
+    (`<manual_dir>/features`, or the prepared dataset that holds them)."""
+    if width is None:
+        return prov.NONE
+    if data["kind"] == "synthetic":
+        return prov.synthetic_perception(config.seed, width)
+    folder = config.data.manual_dir or data["folder"]
+    features = paths.join(folder, "features")
+    return prov.perception_file(features if paths.isdir(features) else folder, width)
+
+
+def run_provenance(config: ml_collections.ConfigDict, width: int | None) -> dict:
+    """The provenance of a run of `config` (`ttw_jax.core.train.provenance`): the official
+    metrics, one seed. Synthetic scenes never meet the release's records here (synthetic_sdr
+    draws both), so there is no synthetic perception to refuse."""
+    data = data_entry(config)
+    return prov.provenance(config, data=data, perception=perception_entry(config, data, width),
+                           hidden_splits=HIDDEN_SPLITS)
+
+
 def official_vocabulary(manual_dir: str) -> OfficialVocabulary:
     """The vocabulary of an official checkpoint: the official loader's, rebuilt from the train
     and dev descriptions of the release's record files in `manual_dir`, in file order."""
@@ -232,7 +264,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     run = Run.start(config, workdir, RESUMABLE_CHANGES)
     if config.mode == "baselines":
         results = baselines_on_records(config)
-        return run.finish(results, format_results(results))
+        return run.finish(results, format_results(results), run_provenance(config, None))
     data = load_data(config, workdir)
     splits = data["splits"]
     train = splits["train"]
@@ -316,7 +348,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                 np.asarray(gaussian_target(s["center"], h, w, config.sigma)),
                 np.asarray(sdr_metrics.center_to_pixel(s["center"], h, w)), dists[drawn],
                 s["text"], run.workdir / "heatmaps.png")
-    return run.finish(results, format_results(results))
+    return run.finish(results, format_results(results),
+                      run_provenance(config, train["features"].shape[-1]))
 
 
 def format_results(results: dict) -> str:

@@ -6,15 +6,19 @@ r"""Exact Bayes upper bounds on Talk The Walk localization, every setting in one
 Rows: label (the corner predicted: where the walk ends, "final", or starts, "start"), tourist
 (orientation-agnostic UP/RIGHT/DOWN/LEFT, or orientation-aware TURNLEFT/TURNRIGHT/FORWARD with the
 released code's visibility rule), T, and whether the guide knows the actions; columns: train /
-valid / test windows, in percent. Without --maps_dir the synthetic neighbourhoods are used.
+valid / test windows, in percent. Without --maps_dir the synthetic neighbourhoods are used. The
+table starts with its provenance line (`ttw_jax.core.train.provenance.title`: the maps read).
 """
 from __future__ import annotations
 
 import itertools
 
+import ml_collections
 from absl import app, flags
 from etils import epath
 
+from experiments.ttw_emergent.train import maps_data
+from ttw_jax.core.train import provenance
 from ttw_jax.talk_the_walk import maps
 from ttw_jax.talk_the_walk.upper_bound import bayes_rate
 from ttw_jax.talk_the_walk.walks import LABELS
@@ -58,7 +62,12 @@ def main(argv):
     tourists = [t for t in FLAGS.tourists.split(",") if t]
     if set(tourists) - {"agnostic", "aware"}:
         raise app.UsageError(f"--tourists takes agnostic,aware; got {FLAGS.tourists!r}")
-    table = to_markdown(bounds_table(windows, FLAGS.max_T, FLAGS.labels.split(","), tourists))
+    settings = ml_collections.ConfigDict({k: FLAGS[k].value for k in
+                                          ("maps_dir", "max_T", "labels", "tourists")})
+    prov = provenance.provenance(settings, data=maps_data(FLAGS.maps_dir, 0),
+                                 hidden_splits=maps.HIDDEN_SPLITS)
+    table = provenance.title(prov) + "\n\n" + to_markdown(
+        bounds_table(windows, FLAGS.max_T, FLAGS.labels.split(","), tourists))
     print(table)
     if FLAGS.markdown:
         out = epath.Path(FLAGS.markdown)

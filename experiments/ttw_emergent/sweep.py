@@ -7,9 +7,11 @@ r"""Seeds x models x channels (x T) of Talk The Walk localization, one table of 
 Every run is an ordinary `train.train_and_evaluate` in `<workdir>/<model>_<comm>_s<seed>` (the
 base config with `model.name`, the channel (discrete runs take `configs/discrete.py`'s settings)
 and `seed` set), so a killed sweep resumes where it stopped and finished runs are read back from
-their `results.json`. The table (`<workdir>/sweep.md`, `sweep.json`) gives, per model and channel,
-the mean and standard deviation over seeds of train / valid / test accuracy (discrete: greedy and
-sampled bits) and of the full-task success of every split in `full_task.splits`, beside the bounds.
+their `results.json`. The table (`<workdir>/sweep.md` under the provenance line, `sweep.json`
+with `schema_version` and the `provenance` of the base config over the seeds) gives, per model
+and channel, the mean and standard deviation over seeds of train / valid / test accuracy
+(discrete: greedy and sampled bits) and of the full-task success of every split in
+`full_task.splits`, beside the bounds.
 
 `--Ts=0,1,2,3` sweeps T too (Table 17): runs go to `<workdir>/T<T>_<model>_<comm>_s<seed>`, and
 MASC is skipped at T = 0 (no actions, no transitions: the paper has no such row).
@@ -26,6 +28,7 @@ from experiments.ttw_emergent import train
 from experiments.sweep import train_or_read
 from experiments.ttw_emergent.configs.discrete import make_discrete
 from ttw_jax.core import paths
+from ttw_jax.core.train import provenance
 from ttw_jax.core.train.workdir import write_json
 from ttw_jax.talk_the_walk import maps
 
@@ -63,8 +66,10 @@ def run_sweep(config: ml_collections.ConfigDict, workdir: paths.PathLike, seeds:
                     bounds.setdefault(res["config"]["T"], res)
     summary = {name: summarize(rs) for name, rs in runs.items()}
     if jax.process_index() == 0:
-        write_json(workdir / "sweep.json", {"seeds": list(seeds), "rows": summary}, indent=2)
-        table = to_markdown(summary, runs, len(seeds), bounds)
+        prov = train.run_provenance(config, seeds=len(seeds))
+        write_json(workdir / "sweep.json", provenance.finalize(
+            {"seeds": list(seeds), "rows": summary}, prov), indent=2)
+        table = provenance.title(prov) + "\n\n" + to_markdown(summary, runs, len(seeds), bounds)
         paths.write_text(workdir / "sweep.md", table + "\n")
         print(table)
     return summary

@@ -23,7 +23,7 @@ import optax
 from flax.training import train_state
 
 from ttw_jax.core import paths
-from ttw_jax.core.train import data_parallel as dp
+from ttw_jax.core.train import data_parallel as dp, provenance
 from ttw_jax.core.train.run import EVAL, INIT, Run, check_eval, evaluate_best, make_optimizer
 from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.core.train.workdir import flatten
@@ -51,6 +51,22 @@ MODELS = ("masc", "no_masc")
 def load_data(config: ml_collections.ConfigDict) -> dict[str, maps.Windows]:
     names = [n for n in config.data.neighborhoods.split(",") if n]
     return maps.load_windows(config.data.maps_dir or None, config.data.synthetic_seed, names)
+
+
+def maps_data(maps_dir: str, synthetic_seed: int) -> dict:
+    """The provenance `data` of maps read from `maps_dir` (the release's), or of the synthetic
+    neighbourhoods of `synthetic_seed` when it is empty."""
+    return (provenance.release_data(maps_dir) if maps_dir
+            else provenance.synthetic_data(synthetic_seed))
+
+
+def run_provenance(config: ml_collections.ConfigDict, seeds: int = 1) -> dict:
+    """The provenance of a run of `config` (or of the mean over `seeds` runs, `sweep.py`). The
+    models read the maps' landmark annotations, the paper's perfect perception: no perception
+    input; the release ships every split's targets (`maps.HIDDEN_SPLITS`)."""
+    return provenance.provenance(config, data=maps_data(config.data.maps_dir,
+                                                        config.data.synthetic_seed),
+                                 seeds=seeds, hidden_splits=maps.HIDDEN_SPLITS)
 
 
 MAX_ENUMERATION_BYTES = 16 * 2**30   # host memory the enumerated walks of all splits may take
@@ -207,7 +223,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                                     if isinstance(v, (int, float)) and k != "examples"})
     if jax.process_index() == 0 and config.write_plots:
         write_plots(config, model, best_params, run.writer.history(), results, run.workdir)
-    return run.finish(results, format_results(results))
+    return run.finish(results, format_results(results), run_provenance(config))
 
 
 def write_plots(config, model: Localizer, params, history, results,

@@ -31,6 +31,7 @@ import numpy as np
 import optax
 
 from ttw_jax.core import viz
+from ttw_jax.core.train import provenance
 from ttw_jax.core.train.run import INIT, STEPS, Run, check_eval, make_optimizer
 from ttw_jax.talk_the_walk import maps
 from ttw_jax.talk_the_walk.landmarks import features as lf
@@ -75,6 +76,32 @@ def row_name(config) -> str:
     if config.data.pca_components and {"resnet", "fasttext"} & set(kinds):
         name += f" ({config.data.pca_components} dim)"
     return name
+
+
+def check_data(config: ml_collections.ConfigDict) -> None:
+    """Refuses synthetic feature files (no `data.features_dir`) for the release's maps unless
+    `data.allow_synthetic_perception`."""
+    d = config.data
+    provenance.check_perception(bool(d.maps_dir), not d.features_dir,
+                                d.allow_synthetic_perception,
+                                "data.features_dir='' (synthetic resnetfeat.json and text.json)")
+
+
+def run_provenance(config: ml_collections.ConfigDict, width: int) -> dict:
+    """The provenance of a run: the maps (labels) as data; as perception the release's
+    `resnetfeat.json` (ResNet only) or its features folder (text too), or the synthetic files,
+    `width` wide (the ResNet vectors the classifier reads, else the text vocabulary)."""
+    d = config.data
+    data = (provenance.release_data(d.maps_dir) if d.maps_dir
+            else provenance.synthetic_data(d.synthetic_seed))
+    if not d.features_dir:
+        seen = provenance.synthetic_perception(d.synthetic_seed, width)
+    elif feature_kinds(config) == ["resnet"]:
+        seen = provenance.perception_file(os.path.join(d.features_dir, release.RESNET_FILE), width)
+    else:
+        seen = provenance.perception_file(d.features_dir, width)
+    return provenance.provenance(config, data=data, perception=seen,
+                                 hidden_splits=maps.HIDDEN_SPLITS)
 
 
 def load_data(config: ml_collections.ConfigDict) -> dict:
@@ -142,6 +169,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     if not 0.0 < config.valid_fraction < 1.0:
         raise ValueError(f"valid_fraction must be in (0, 1), got {config.valid_fraction}")
     feature_kinds(config)
+    check_data(config)
     run = Run.start(config, workdir, batch_sizes=())
     data = load_data(config)
     corners, inputs, table = data["corners"], data["inputs"], data["word_table"]
@@ -241,7 +269,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
         keys=("train/loss", "valid/loss", "valid/weighted_f1"), xlabel="epoch",
         hlines={"all positive": results["valid"]["all_positive"]["weighted_f1"],
                 "random (0.5)": results["valid"]["random"]["weighted_f1"]})
-    return run.finish(results, format_results(results))
+    width = inputs["resnet"].shape[-1] if "resnet" in inputs else data["vocab_size"]
+    return run.finish(results, format_results(results), run_provenance(config, width))
 
 
 def format_results(results: dict) -> str:

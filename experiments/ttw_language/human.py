@@ -9,12 +9,16 @@ definitions are in `ttw_jax/talk_the_walk/language/human.py`.
 
 `--data_dir` holds `talkthewalk.{train,valid,test}.json` (BUILD.md); `--synthetic=N` plays N
 synthetic dialogues per split instead, on the maps of `--maps_dir` (synthetic maps without it).
+The text starts with the provenance line and `--json_out` holds `schema_version` and `provenance`
+(`ttw_jax.core.train.provenance`): the release folder read, or the synthetic dialogues' seed.
 """
 import json
 import sys
 
+import ml_collections
 from absl import app, flags
 
+from ttw_jax.core.train import provenance
 from ttw_jax.talk_the_walk import maps
 from ttw_jax.talk_the_walk.language import human, synthetic as sd
 
@@ -40,14 +44,22 @@ def outcomes_by_split(splits, data_dir: str = "", synthetic: int = 0, maps_dir: 
 
 def report(splits, data_dir: str = "", synthetic: int = 0, maps_dir: str = "", seed: int = 0,
            steps: str = "forward") -> tuple[str, dict]:
-    """(the printed text, {split or 'all': `human.summarize`} plus 'paper' and 'source')."""
+    """(the printed text, {split or 'all': `human.summarize`} plus 'paper' and 'source', with
+    `schema_version` and `provenance`)."""
     by_split = outcomes_by_split(splits, data_dir, synthetic, maps_dir, seed)
     summaries = {s: human.summarize(rows, steps) for s, rows in by_split.items()}
     summaries[ALL] = human.summarize([r for rows in by_split.values() for r in rows], steps)
     source = (f"{synthetic} synthetic dialogues per split on "
               f"{'the maps of ' + maps_dir if maps_dir else 'synthetic maps'} (seed {seed})"
               if synthetic else f"the dialogues of {data_dir}")
-    text = "\n".join([f"Talk The Walk human baselines: {source}", "",
+    settings = ml_collections.ConfigDict(dict(splits=list(splits), data_dir=data_dir,
+                                              synthetic=synthetic, maps_dir=maps_dir, seed=seed,
+                                              steps=steps))
+    prov = provenance.provenance(
+        settings, data=(provenance.synthetic_data(seed) if synthetic
+                        else provenance.release_data(data_dir)),
+        hidden_splits=maps.HIDDEN_SPLITS)
+    text = "\n".join([provenance.title(prov), f"Talk The Walk human baselines: {source}", "",
                       human.format_summaries(summaries), "",
                       "success rate = #success / (#success + #failed), timeouts and disconnects "
                       "left out (paper: Table 8, counts: Table 21); #steps = mean "
@@ -56,7 +68,7 @@ def report(splits, data_dir: str = "", synthetic: int = 0, maps_dir: str = "", s
                                      "steps": human.PAPER_STEPS,
                                      "status_counts": human.PAPER_STATUS_COUNTS},
               "source": source}
-    return text, result
+    return text, provenance.finalize(result, prov)
 
 
 def _define_flags():

@@ -36,9 +36,10 @@ import ml_collections
 import numpy as np
 from flax.training import train_state
 
+from ttw_datasets.talk_the_walk.talk_the_walk_dataset_builder import Builder as TalkTheWalk
 from ttw_jax.core import paths
 from ttw_jax.core.chunks import map_in_chunks
-from ttw_jax.core.train import data_parallel as dp
+from ttw_jax.core.train import data_parallel as dp, provenance
 from ttw_jax.core.train.run import Run, evaluate_best, make_optimizer, optim_config
 from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.core.vocab import Vocabulary
@@ -86,6 +87,17 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
                       for s in maps.SPLITS}
     return {"vocab": vocab, "tables": tables, "human": human, "examples": examples[1],
             "num_dialogues": {s: len(v) for s, v in dialogues.items()}}
+
+
+def run_provenance(config: ml_collections.ConfigDict) -> dict:
+    """The provenance of a run: the release folder of the dialogues (`data.tfds_config=real`:
+    `data.manual_dir`), else the synthetic generator (its TFDS config's map seed). The models read
+    the maps' landmark annotations, the paper's perfect perception: no perception input; the
+    release ships every split's targets (`maps.HIDDEN_SPLITS`)."""
+    d = config.data
+    data = (provenance.release_data(d.manual_dir) if d.tfds_config == "real" else
+            provenance.synthetic_data(TalkTheWalk.builder_configs[d.tfds_config].map_seed))
+    return provenance.provenance(config, data=data, hidden_splits=maps.HIDDEN_SPLITS)
 
 
 def stage_config(config: ml_collections.ConfigDict, stage: ml_collections.ConfigDict):
@@ -449,7 +461,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     samples = format_samples(config, data, tourist, tparams, pg_params, run.key(500))
     if jax.process_index() == 0:
         paths.write_text(run.workdir / "samples.md", samples)
-    return run.finish(results, format_results(results))
+    return run.finish(results, format_results(results), run_provenance(config))
 
 
 def _landmark_names(ids) -> str:

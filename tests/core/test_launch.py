@@ -1,5 +1,6 @@
-"""The shared launcher: renamed config keys fail with their replacement (before any work), and
-`--config` finds an experiment's config files by name from any directory."""
+"""The shared launcher: removed config keys fail with the reason (before any work; renamed ones
+are accepted for one version, tests/core/test_renamed_keys.py), and `--config` finds an
+experiment's config files by name from any directory."""
 import os
 import signal
 import subprocess
@@ -36,13 +37,13 @@ def test_config_files_are_found_by_name(tmp_path):
         f"--config={configs / 'r2r.py'}", f"--config={here}", "--config=missing", "--workdir=r2r"]
 
 
-def test_launcher_refuses_a_renamed_key_from_outside_the_repository(tmp_path):
+def test_launcher_refuses_a_removed_key_from_outside_the_repository(tmp_path):
     env = {**os.environ, "PYTHONPATH": ROOT}
-    out = subprocess.run([sys.executable, "-m", "experiments.touchdown_nav.main",
-                          f"--workdir={tmp_path / 'run'}", "--config.model.kind=rconcat"],
+    out = subprocess.run([sys.executable, "-m", "experiments.touchdown_sdr.main",
+                          f"--workdir={tmp_path / 'run'}", "--config.data.image_width=800"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
-    assert "--config.model.kind: model.kind is now model.name" in out.stderr
+    assert "--config.data.image_width: data.image_width is now removed: " in out.stderr
     assert not (tmp_path / "run").exists()
 
 

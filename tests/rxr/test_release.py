@@ -94,7 +94,8 @@ def test_trainer_runs_on_the_release_and_scores_guides_only(release, tmp_path):
                                data__max_tokens=64, data__max_path=16, eval__horizon=16,
                                train_horizon=12, data__dev_split="val_unseen",
                                data__eval_splits="val_seen", eval__baselines="random_walk",
-                               eval__per_annotator=True)
+                               eval__per_annotator=True,
+                               data__allow_synthetic_perception=True)
     for d in ("a", "b"):
         os.makedirs(tmp_path / d)
     data = train.load_data(c, str(tmp_path / "a"))
@@ -150,7 +151,7 @@ def test_the_rxr_config_runs_on_the_release(release, tmp_path):
     c = override(rxr.get_config(), num_steps=2, eval_every=2, log_every=1, batch_size=8,
                  data__manual_dir=manual, data__tfds_dir=str(tmp_path / "tfds"),
                  data__connectivity_dir=shared_path("matterport", "connectivity"),
-                 data__features="synthetic", eval__baselines="random_walk",
+                 data__features="synthetic", data__allow_synthetic_perception=True, eval__baselines="random_walk",
                  eval__baseline_seeds=1)
     res = train.train_and_evaluate(c, str(tmp_path / "run"))
     assert res["best_step"] == 2 and set(res["val_unseen"]["full"]["per_language"]) <= {"en", "hi"}
@@ -173,7 +174,8 @@ def test_streamed_text_features_equal_the_decoded_ones_and_a_run_resumes(release
     tfds = str(tmp_path / "tfds")
     args = dict(data__tfds_config="guide", data__manual_dir=manual, data__text_features=True,
                 data__max_tokens=64, data__max_path=16, eval__horizon=16, train_horizon=12,
-                eval__baselines="random_walk", data__eval_splits="val_unseen")
+                eval__baselines="random_walk", data__eval_splits="val_unseen",
+                data__allow_synthetic_perception=True)
     c = TRAINERS["rxr"].config(tfds, **args)
     s = TRAINERS["rxr"].config(tfds, **args, data__stream=True)
     for d in ("a", "b"):

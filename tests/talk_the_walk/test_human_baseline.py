@@ -204,7 +204,8 @@ def test_the_command_end_to_end(release, tmp_path):
 
 def test_the_report_in_process(release):
     text, result = command.report(["valid", "test"], data_dir=release, steps="actions")
-    assert set(result) == {"valid", "test", "all", "paper", "source"}
+    assert set(result) == {"schema_version", "valid", "test", "all", "paper", "source",
+                           "provenance"}
     assert result["all"]["dialogues"] == 4 and result["all"]["steps"] == pytest.approx(4.0)
     assert "#steps (tourist actions, successful)" in text
     with pytest.raises(ValueError, match="--data_dir"):

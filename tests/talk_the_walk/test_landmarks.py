@@ -239,7 +239,7 @@ def test_text_recognition_beats_the_baselines_on_the_real_maps(tmp_path, learned
     all-positive's by 0.220-0.304 and above random's by 0.319-0.378 (bounds 0.1)."""
     from experiments.ttw_landmarks import train
     c = _config(model__features="textrecog", seed=learning_seed,
-                data__maps_dir=shared_path("ttw", "maps"))
+                data__maps_dir=shared_path("ttw", "maps"), data__allow_synthetic_perception=True)
     r = train.train_and_evaluate(c, str(tmp_path))
     v = r["valid"]
     assert r["corners"]["train"] + r["corners"]["valid"] == 460

@@ -114,6 +114,10 @@ def test_pipeline_trains_both_stages_then_reuses_them(tfds_dir, tmp_path):
         assert 0 <= m["acc_40"] <= m["acc_80"] <= m["acc_120"] <= m["found"]
     assert res["episodes"] == nav["test"]["episodes"] == 200
     assert os.path.exists(os.path.join(workdir, "full_task.png")) == (ft["found"] > 0)
+    prov = res["provenance"]   # synthetic routes and scenes (both stages' perception recorded)
+    assert prov["data"]["kind"] == "synthetic" and prov["perception"]["kind"] == "synthetic"
+    assert prov["perception"]["sdr"] == {"kind": "synthetic", "seed": config.data.scene_seed,
+                                         "width": 12}
 
     # the finished stages reused from another workdir: the same numbers, nothing retrained
     config.nav_workdir = os.path.join(workdir, "nav")

@@ -11,6 +11,31 @@ from typing import Sequence
 from ttw_datasets.arramon import arramon_dataset_builder as arramon_builder
 from ttw_jax.core import tfds as ttw_tfds
 
+# Splits of the release whose references are withheld: the authors keep test_unseen for a
+# leaderboard (the paper, section 7; the official README: "Please contact arramonunc@gmail.com
+# for the test split"). Such a split gets predictions files, never metrics. The synthetic
+# generator's test_unseen has its references.
+HIDDEN_SPLITS = ("test_unseen",)
+
+
+def hidden_splits(config: str) -> tuple[str, ...]:
+    """The hidden splits of the `arramon/<config>` instances: HIDDEN_SPLITS for the release's
+    (english, hindi), none for the synthetic ones."""
+    return () if config == "synthetic" else HIDDEN_SPLITS
+
+
+def prepared_dir(config, tfds_dir: str | None = None) -> str:
+    """The folder of the prepared `arramon/<config>` in `tfds_dir` (None: the TFDS default)."""
+    config = ttw_tfds.builder_config(arramon_builder.Builder, config)
+    return str(arramon_builder.Builder(config=config, data_dir=tfds_dir).data_dir)
+
+
+def synthetic_seed(split: str) -> int:
+    """The generator seed of a split of the synthetic config (its training split: 0)."""
+    seeds = {name: seed for name, _, seed in
+             arramon_builder.Builder.builder_configs["synthetic"].synthetic_splits}
+    return seeds[split]
+
 
 def prepare(config, tfds_dir: str | None = None, manual_dir: str | None = None) -> None:
     """Builds `arramon/<config>` (a name or a config object) in `tfds_dir` unless it is already

@@ -35,6 +35,11 @@ EPISODE_KEYS = ("start", "psi0", "turn_heading", "map_index", "objects", "object
 FEATURE_KEYS = tuple(f"{p}_{k}" for p in ("navi", "assem")
                      for k in ("feats", "feat_pose", "recorded"))
 EPISODE_KEYS += FEATURE_KEYS
+# What a rollout needs only for its metrics (or a gold policy): a hidden split's predictions are
+# made without them (`make_task_rollout(..., scored=False)`, `predict`).
+REFERENCE_KEYS = ("navi_path", "navi_path_len", "assem_path", "assem_path_len", "target_pos",
+                  "assem_target", "navi_actions", "assem_actions")
+PREDICT_KEYS = tuple(k for k in EPISODE_KEYS if k not in REFERENCE_KEYS)
 METRICS = ("navi_ndtw", "ctc0", "ctc3", "ctc5", "ctc7", "assem_ndtw", "rpod", "ptc")
 RULE_METRICS = ("ctc0", "ctc3", "ctc5", "ctc7", "rpod", "ptc")     # depend on the CTC rule
 
@@ -76,7 +81,7 @@ def _phase(step, finish, params, start, factory: PolicyFactory, consts, batch: d
 
 
 def make_task_rollout(factories: tuple[PolicyFactory, PolicyFactory],
-                      horizon: int = env.STEP_LIMIT, rule: str = "distance"):
+                      horizon: int = env.STEP_LIMIT, rule: str = "distance", scored: bool = True):
     """Jitted run(walkable, consts, batch, rng) -> {f"{name}_{turn}": [B]} for both turns of a
     batch of instances (keys EPISODE_KEYS of `episodes.episodes`). The (navigation, assembly)
     policy factories get the phase's params (the walkable map, `env.ASSEMBLY`), `consts` and
@@ -85,7 +90,9 @@ def make_task_rollout(factories: tuple[PolicyFactory, PolicyFactory],
     figures and predictions files the agent's paths `navi_xz` [B, horizon + 1, 2] /
     `navi_xz_len` [B] and `assem_xz` / `assem_xz_len` (world (x, z)), `assem_cell`
     [B, horizon + 1, 2] / `assem_cell_len` (grid (gx, gz)), `picked` [B] (object index, -1
-    none) and `pick_auto` [B] (by the fallback), `placed` [B, 3] and `place_auto` [B]."""
+    none) and `pick_auto` [B] (by the fallback), `placed` [B, 3] and `place_auto` [B].
+    `scored=False`: the paths and outcomes only, no metric, reading none of REFERENCE_KEYS
+    (a hidden split's predictions)."""
     am.check_rule(rule)
     nav_factory, assem_factory = factories
 
@@ -110,8 +117,9 @@ def make_task_rollout(factories: tuple[PolicyFactory, PolicyFactory],
                                  k_nav, horizon)
             path, path_len = env.path_of(traj, final)
             out[f"navi_xz_{t}"], out[f"navi_xz_len_{t}"] = path, path_len
-            out[f"navi_ndtw_{t}"] = am.ndtw(path, path_len, batch["navi_path"][:, t],
-                                            batch["navi_path_len"][:, t])
+            if scored:
+                out[f"navi_ndtw_{t}"] = am.ndtw(path, path_len, batch["navi_path"][:, t],
+                                                batch["navi_path_len"][:, t])
             out[f"navi_steps_{t}"] = final.num_steps
             out[f"picked_{t}"], out[f"pick_auto_{t}"] = final.picked, final.auto
 
@@ -120,12 +128,13 @@ def make_task_rollout(factories: tuple[PolicyFactory, PolicyFactory],
                                   turn, k_assem, horizon)
             path, path_len = env.path_of(traj, placed)
             out[f"assem_xz_{t}"], out[f"assem_xz_len_{t}"] = path, path_len
-            out[f"assem_ndtw_{t}"] = am.ndtw(path, path_len, batch["assem_path"][:, t],
-                                             batch["assem_path_len"][:, t])
+            if scored:
+                out[f"assem_ndtw_{t}"] = am.ndtw(path, path_len, batch["assem_path"][:, t],
+                                                 batch["assem_path_len"][:, t])
             cells, cells_len = compact_path(traj.state.cell, placed.cell)
             out[f"assem_cell_{t}"], out[f"assem_cell_len_{t}"] = cells, cells_len
             out[f"placed_{t}"], out[f"place_auto_{t}"] = placed.placed, placed.auto
-            for r in am.CTC_RULES:
+            for r in am.CTC_RULES if scored else ():
                 ctc = am.ctc(final.position, batch["target_pos"][:, t], final.picked == t,
                              final.auto, rule=r)
                 ctc.update(am.placement(placed.placed, batch["assem_target"][:, t],
@@ -140,6 +149,15 @@ def make_task_rollout(factories: tuple[PolicyFactory, PolicyFactory],
             grid_attrs = grid_attrs.at[rows, placed.placed[:, 0], placed.placed[:, 2]].set(held)
         return out
     return run
+
+
+def predict(run, walkable: env.Walkable, consts, episodes: dict, rng: jax.Array,
+            batch_size: int = 256) -> dict:
+    """The per-episode arrays of a `make_task_rollout(..., scored=False)` rollout over every
+    instance of `episodes`, given none of its REFERENCE_KEYS: no metric is computed."""
+    walkable = jax.device_put(walkable)
+    return map_in_chunks(lambda batch, key: run(walkable, consts, batch, key), episodes,
+                         PREDICT_KEYS, batch_size, rng)
 
 
 def evaluate(run, walkable: env.Walkable, consts, episodes: dict, rng: jax.Array,

@@ -18,7 +18,9 @@ value {"index": position in the split, "mapId": ..., "turns": [turn 1, turn 2]} 
 `score_predictions` recomputes nDTW, CTC-k, assembly nDTW, rPOD and PTC from these fields and
 the split's instances with the reference definitions of `metrics` (`ndtw_np`, `ctc_np`,
 `placement_np`), so a file written by a run scores to the run's results (tests), and a
-test-split file can be scored by whoever holds the gold instances.
+test-split file can be scored by whoever holds the gold instances. A hidden split's file (the
+release's test_unseen, `dataset.HIDDEN_SPLITS`) is written by `write_checked_predictions`: its
+format and the split's complete instance set are checked first.
 """
 from __future__ import annotations
 
@@ -76,6 +78,17 @@ def write_predictions(path: paths.PathLike, preds: Mapping) -> None:
     paths.write_text(path, json.dumps(preds) + "\n")
 
 
+def write_checked_predictions(path: paths.PathLike, preds: Mapping,
+                              records: Sequence[Mapping]) -> None:
+    """Writes `preds` for a leaderboard (a hidden split) after checking what will be read back:
+    the format (`check_format`) and every instance of the split's `records` exactly once
+    (`check_instances`); RecordFormatError / ValueError naming the file otherwise."""
+    text = json.dumps(preds) + "\n"
+    name = paths.resolve(path).name
+    check_instances(check_format(json.loads(text), name), records, name)
+    paths.write_text(path, text)
+
+
 def _check(cond: bool, where: str, field: str, what: str) -> None:
     if not cond:
         raise RecordFormatError(f"{where}: field {field!r} must be {what}")
@@ -87,11 +100,16 @@ _points = list_of(list_of(is_number, 2, 2), 1)     # [[x, z], ...], at least one
 def read_predictions(path: str) -> dict:
     """The predictions object of `path`, validated; RecordFormatError naming the file, the key
     and the field of a malformed entry."""
-    data = read_json(path)
+    return check_format(read_json(path), path)
+
+
+def check_format(data, source: str) -> dict:
+    """`data` if it is a predictions object; RecordFormatError naming `source` (a file), the
+    key and the field of a malformed entry."""
     if not isinstance(data, dict):
-        raise RecordFormatError(f"{path}: top level: expected a JSON object keyed by mapId")
+        raise RecordFormatError(f"{source}: top level: expected a JSON object keyed by mapId")
     for key, entry in data.items():
-        where = f"{path}: instance {key!r}"
+        where = f"{source}: instance {key!r}"
         _check(isinstance(entry, dict), where, "", "an object")
         _check(is_int(entry.get("index")) and entry["index"] >= 0, where, "index",
                "a non-negative integer")
@@ -113,27 +131,39 @@ def read_predictions(path: str) -> dict:
     return data
 
 
+def check_instances(preds: Mapping, records: Sequence[Mapping], source: str = "") -> list[str]:
+    """The instance keys of `records` (a split's file, in order) after checking that `preds`
+    holds every instance of the split exactly once: one entry per key, at its index, with its
+    mapId, and none other; ValueError (naming `source`) otherwise."""
+    where = f"{source}: " if source else ""
+    keys = instance_keys(records)
+    missing = [k for k in keys if k not in preds]
+    if missing:
+        raise ValueError(f"{where}{len(missing)} of {len(keys)} instances have no prediction, "
+                         f"e.g. {missing[:5]}")
+    extra = sorted(set(preds) - set(keys))
+    if extra:
+        raise ValueError(f"{where}predictions for instances the split does not hold: "
+                         f"{extra[:5]}")
+    for i, (key, rec) in enumerate(zip(keys, records)):
+        entry = preds[key]
+        if entry["index"] != i or str(entry.get("mapId")) != str(rec["mapId"]):
+            raise ValueError(f"{where}prediction {key!r} is for instance {entry['index']} "
+                             f"(mapId {entry.get('mapId')!r}), the split has mapId "
+                             f"{rec['mapId']!r} at index {i}")
+    return keys
+
+
 def score_predictions(preds: Mapping, records: Sequence[Mapping],
                       rule: str = "distance") -> dict:
     """{metric: mean over both turns, f"{metric}_{turn}": per-turn mean} (the names of
     `evaluation.METRICS`) of `preds` against the split's `records`, under CTC `rule`; every
     instance must have its entry, at its index, with its mapId."""
     am.check_rule(rule)
-    keys = instance_keys(records)
-    missing = [k for k in keys if k not in preds]
-    if missing:
-        raise ValueError(f"{len(missing)} of {len(keys)} instances have no prediction, e.g. "
-                         f"{missing[:5]}")
-    extra = sorted(set(preds) - set(keys))
-    if extra:
-        raise ValueError(f"predictions for instances the split does not hold: {extra[:5]}")
+    keys = check_instances(preds, records)
     per: dict[str, list[float]] = {}
-    for i, (key, rec) in enumerate(zip(keys, records)):
+    for key, rec in zip(keys, records):
         entry = preds[key]
-        if entry["index"] != i or str(entry.get("mapId")) != str(rec["mapId"]):
-            raise ValueError(f"prediction {key!r} is for instance {entry['index']} (mapId "
-                             f"{entry.get('mapId')!r}), the split has mapId {rec['mapId']!r} "
-                             f"at index {i}")
         for t, turn in enumerate(entry["turns"]):
             gold = [p[::2] for p in rec["gt_paths"]["navi_path_gt"][t]]
             gold_assem = [p[::2] for p in rec["gt_paths"]["assem_path_gt"][t]]

@@ -24,6 +24,7 @@ METRICS = ("pl", "ne", "sr", "spl", "ndtw", "sdtw")
 EPISODE_KEYS = ("start", "heading", "path", "path_len", "gold", "tokens", "token_len",
                 "text_features")
 BASELINES = ("random_walk", "random_heading", "first_step")
+NEEDS_REFERENCE = ("first_step",)   # baselines that read the reference path
 
 
 def _wrap(angle):
@@ -96,15 +97,39 @@ def make_rollout(factory: PolicyFactory, horizon: int, success_radius: float = 3
     with their number `path_len` [B]."""
     @jax.jit
     def run(graph, geodesic, consts, batch, rng):
-        policy, carry = factory(graph, consts, batch)
-        state = batched(mp.reset)(graph, batch["start"], batch["heading"])
-        final, _, traj = rollout(mp.step, graph, state, policy, carry, rng, horizon)
-        path, length = mp.path_of(traj, final)
+        final, path, length = _walk(factory, horizon, graph, consts, batch, rng)
         out = path_metrics(path, length, batch["path"], batch["path_len"], geodesic,
                            success_radius)
         return dict(out, num_steps=final.num_steps, final=final.node, path=path,
                     path_len=length)
     return run
+
+
+def _walk(factory: PolicyFactory, horizon: int, graph, consts, batch, rng):
+    """(final state, visited nodes [B, horizon + 1], their number [B]) of one batched rollout."""
+    policy, carry = factory(graph, consts, batch)
+    state = batched(mp.reset)(graph, batch["start"], batch["heading"])
+    final, _, traj = rollout(mp.step, graph, state, policy, carry, rng, horizon)
+    return (final, *mp.path_of(traj, final))
+
+
+def make_path_rollout(factory: PolicyFactory, horizon: int):
+    """Jitted run(graph, consts, batch, rng) -> the visited nodes `path` [B, horizon + 1] (-1
+    padded) and `path_len` [B]; no reference path is read and no metric computed (a split whose
+    references are withheld)."""
+    @jax.jit
+    def run(graph, consts, batch, rng):
+        _, path, length = _walk(factory, horizon, graph, consts, batch, rng)
+        return {"path": path, "path_len": length}
+    return run
+
+
+def predict_paths(run, graph, consts, episodes: dict, rng: jax.Array,
+                  batch_size: int = 256) -> dict:
+    """{"path" [E, T], "path_len" [E]} of a `make_path_rollout` run over every episode."""
+    keys = tuple(k for k in EPISODE_KEYS if k not in ("path", "path_len", "gold"))
+    return map_in_chunks(lambda batch, key: run(graph, consts, batch, key), episodes, keys,
+                         batch_size, rng)
 
 
 def language_group(language: str) -> str:

@@ -11,6 +11,7 @@ on-device evaluation, so a file written from an evaluation scores to the same nu
 """
 from __future__ import annotations
 
+import collections
 import json
 from typing import Mapping, Sequence
 
@@ -62,6 +63,42 @@ def write_predictions(path: paths.PathLike, rows: Sequence[dict], fmt: str) -> N
     """R2R's JSON list or RxR's JSON lines at `path` (any `paths.resolve` path)."""
     paths.write_text(path, json.dumps(list(rows)) if fmt == "r2r"
                      else "".join(json.dumps(row) + "\n" for row in rows))
+
+
+def leaderboard_id(row: dict, fmt: str) -> str:
+    """The id a leaderboard keys a prediction row by: R2R's `instr_id`, RxR's `instruction_id`."""
+    return str(row["instr_id"]) if fmt == "r2r" else str(row["instruction_id"])
+
+
+def check_leaderboard(rows: Sequence[dict], fmt: str, expected_ids, where: str) -> None:
+    """ValueError (naming `where`) unless `rows` are exactly the leaderboard submission of a
+    split whose complete id set is `expected_ids` (R2R "<path_id>_<k>" strings, RxR instruction
+    ids): each row has the format's keys and types (module docstring), every id once, none
+    missing and none extra."""
+    if fmt not in FORMATS:
+        raise ValueError(f"prediction format must be one of {FORMATS}, got {fmt!r}")
+    keys = {"instr_id", "trajectory"} if fmt == "r2r" else {"instruction_id", "path"}
+    for i, row in enumerate(rows):
+        if set(row) != keys:
+            raise ValueError(f"{where}: row {i} has keys {sorted(row)}, the {fmt} leaderboard "
+                             f"takes {sorted(keys)}")
+        try:
+            _r2r_row(row) if fmt == "r2r" else _rxr_row(row)
+        except (KeyError, ValueError, TypeError, IndexError) as e:
+            raise ValueError(f"{where}: row {i}: not a {fmt} leaderboard row ({e})") from None
+        if fmt == "r2r" and not all(len(s) == 3 and all(isinstance(x, float) for x in s[1:])
+                                    for s in row["trajectory"]):
+            raise ValueError(f"{where}: row {i}: trajectory steps are [viewpoint, heading, "
+                             "elevation] with float angles")
+    got = [leaderboard_id(r, fmt) for r in rows]
+    expected = {str(i) for i in expected_ids}
+    twice = sorted(i for i, n in collections.Counter(got).items() if n > 1)
+    missing, extra = sorted(expected - set(got)), sorted(set(got) - expected)
+    if twice or missing or extra:
+        raise ValueError(f"{where}: the leaderboard takes every id of the split once: "
+                         + "; ".join(f"{what} {len(ids)} (e.g. {ids[:3]})" for what, ids in
+                                     (("repeated", twice), ("missing", missing),
+                                      ("not in the split", extra)) if ids))
 
 
 def _dedup(viewpoints: list[str]) -> list[str]:

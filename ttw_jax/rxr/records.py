@@ -103,6 +103,13 @@ LANGUAGE_ALIASES = {"hi": "hi-IN", "te": "te-IN"}
 ANNOTATORS = ("guide", "follower", "r2r", "synthetic")
 R2R_SPLITS = ("train", "val_seen", "val_unseen", "test")
 RXR_SPLITS = ("train", "val_seen", "val_unseen", "test_standard")
+# Splits whose reference paths the release withholds (a leaderboard scores them): R2R's test
+# (`R2R_test.json` holds each path's start viewpoint only; Anderson et al.'s evaluation server) and
+# RxR's test_standard / test_challenge (Ku et al. 2020, "Test Set": sequestered for the public
+# leaderboard and challenge; the release's test_standard_public file has no path). They get
+# predictions, never metrics (`hidden_splits`).
+R2R_HIDDEN = ("test",)
+RXR_HIDDEN = ("test_standard", "test_challenge")
 R2R_IDS_PER_PATH = 10   # R2R instruction_id = path_id * 10 + k (k < 10)
 RXR_REQUIRED = ("instruction_id", "path_id", "scan", "path", "heading", "instruction", "language")
 # fields a follower line may take from its guide annotation
@@ -765,3 +772,11 @@ def _rxr_record(raw: Mapping[str, Any], annotator: str, where: str
         edit_distance=f.optional_number("edit_distance"))
     rec["timed_words"], starts, ends = _timed_words(raw, where)
     return rec, starts, ends
+
+
+def hidden_splits(tfds_config: str) -> tuple[str, ...]:
+    """The splits of an `rxr` TFDS config whose references are withheld: none for the synthetic
+    data (its test split has reference paths), `R2R_HIDDEN` for `r2r`, else `RXR_HIDDEN`."""
+    if tfds_config == "synthetic":
+        return ()
+    return R2R_HIDDEN if tfds_config == "r2r" else RXR_HIDDEN

@@ -14,6 +14,7 @@ from ttw_datasets.touchdown import touchdown_dataset_builder as td_builder
 from ttw_jax.core import records as core
 from ttw_jax.core import tfds as ttw_tfds
 from ttw_jax.core.pano_graph import NodeTable, PanoGraph
+from ttw_jax.core.train import provenance as prov
 from ttw_jax.touchdown.graph import SOURCE_HINT, LinkRow, compile_touchdown, read_graph_files
 from ttw_jax.touchdown.records import check_panoids
 
@@ -21,6 +22,27 @@ from ttw_jax.touchdown.records import check_panoids
 def prepare(config: str, tfds_dir: str | None = None, manual_dir: str | None = None) -> None:
     """Builds `touchdown/<config>` in `tfds_dir` unless it is already there."""
     ttw_tfds.prepare(td_builder.Builder, config, tfds_dir, manual_dir)
+
+
+def is_synthetic(config: str) -> bool:
+    """Whether `touchdown/<config>` is generated rather than read from a release (an unknown
+    name counts as a release: loading it names the known configs)."""
+    cfg = td_builder.Builder.builder_configs.get(config)
+    return cfg is not None and cfg.synthetic
+
+
+def data_provenance(config: str, seed: int, tfds_dir: str | None = None,
+                    manual_dir: str | None = None, graph_dir: str | None = None) -> dict:
+    """The provenance `data` entry of a run on `touchdown/<config>`: synthetic (`seed`), or the
+    release folder `manual_dir` (without it, the prepared dataset's folder in `tfds_dir`), with
+    the graph folder under "graph" when one was read."""
+    if is_synthetic(config):
+        return prov.synthetic_data(seed)
+    out = prov.release_data(manual_dir or td_builder.Builder(config=config,
+                                                             data_dir=tfds_dir).data_dir)
+    if graph_dir:
+        out["graph"] = prov.release_data(graph_dir)
+    return out
 
 
 def record_location(manual_dir: str, split: str, rec) -> str:

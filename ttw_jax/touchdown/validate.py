@@ -28,6 +28,9 @@ from ttw_jax.touchdown.sdr.stream import read_feature_map
 # split -> record file name in the release's data folder
 RECORD_FILES = {"train": "train.json", "dev": "dev.json", "test": "test.json",
                 "dev_sample": "touchdown_unseen_dev_sample.json"}
+# Splits whose references the release withholds: none. github.com/lil-lab/touchdown ships
+# data/{train,dev,test}.json with every route and Touchdown location, so every split is scored.
+HIDDEN_SPLITS: tuple[str, ...] = ()
 ERRORS = (RecordFormatError, ValueError, OSError)
 
 

@@ -5,7 +5,10 @@ import ml_collections
 
 from ttw_jax.core.train.run import optim_config
 
-# Config keys of earlier releases: overriding one on the command line names its replacement.
+# Config keys of earlier releases ({old: new key, or why it is gone}), renamed in ttw_jax
+# RENAMED_IN: an old key whose value is a key is still accepted, with a warning, until the
+# next version; the others are refused with the reason.
+RENAMED_IN = "0.1.0"
 RENAMED = {"model.kind": "model.name", "learning_rate": "optim.learning_rate",
            "grad_clip": "optim.grad_clip", "metric": "eval.metric", "horizon": "eval.horizon"}
 
@@ -63,6 +66,10 @@ def get_config():
     c.data.require_features = False    # True (configs/paper.py): refuse to run without them
     c.data.missing_feature = "zeros"   # a step without an entry: zeros (official) | previous
     c.data.stream_threads = 2      # grain threads reading the packed rows
+    # V/L and V/O without data.features_dir see the simulator's symbolic views, a synthetic
+    # stand-in for the release's images: refused with the release's instructions unless True
+    # (every table and results.json then say "synthetic perception").
+    c.data.allow_synthetic_perception = False
 
     c.eval = ml_collections.ConfigDict()
     c.eval.metric = "ctc3"         # early stopping and best parameters: any of METRICS

@@ -33,6 +33,9 @@ def get_config():
     c.data.manual_dir = ""
     c.data.graph_dir = ""
     c.data.features = ""
+    # True: synthetic perception (panorama features, data.views=synthetic scenes) with the
+    # release's routes runs, its tables saying so (the navigation stage's flag too); False: refused
+    c.data.allow_synthetic_perception = False
 
     c.eval = ml_collections.ConfigDict()
     c.eval.sdr_batch_size = 64

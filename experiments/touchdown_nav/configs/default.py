@@ -9,7 +9,10 @@ import ml_collections
 
 from ttw_jax.core.train.run import optim_config
 
-# Config keys of earlier releases: overriding one on the command line names its replacement.
+# Config keys of earlier releases ({old: new key, or why it is gone}), renamed in ttw_jax
+# RENAMED_IN: an old key whose value is a key is still accepted, with a warning, until the
+# next version; the others are refused with the reason.
+RENAMED_IN = "0.1.0"
 RENAMED = {"model.kind": "model.name", "learning_rate": "optim.learning_rate",
            "grad_clip": "optim.grad_clip", "test_horizon": "eval.horizon"}
 
@@ -54,6 +57,9 @@ def get_config():
     c.data.max_tokens = 64         # 0: the longest instruction of the loaded splits
     c.data.max_route = 128          # longest route (panoramas); a longer one is an error
     c.data.features = ""           # .npz of panorama features; empty: synthetic features
+    # True: synthetic features with the release's records run (tables say "synthetic
+    # perception"); False: refused (train mode)
+    c.data.allow_synthetic_perception = False
     c.data.feature_width = 16      # synthetic features: columns per panorama
     c.data.feature_dim = 32
     c.data.feature_noise = 0.5

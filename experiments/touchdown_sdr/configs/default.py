@@ -9,7 +9,10 @@ import ml_collections
 
 from ttw_jax.core.train.run import optim_config
 
-# Config keys of earlier releases: overriding one on the command line names its replacement.
+# Config keys of earlier releases ({old: new key, or why it is gone}), renamed in ttw_jax
+# RENAMED_IN: an old key whose value is a key is still accepted, with a warning, until the
+# next version; the others are refused with the reason.
+RENAMED_IN = "0.1.0"
 RENAMED = {"learning_rate": "optim.learning_rate",
            "data.image_width": "removed: SDR distances are measured at the official evaluation's "
                                "scale (3,680 x 800 px, ttw_jax.touchdown.sdr.metrics)"}

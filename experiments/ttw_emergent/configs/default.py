@@ -7,7 +7,10 @@ import ml_collections
 
 from ttw_jax.core.train.run import optim_config
 
-# Config keys of earlier releases: overriding one on the command line names its replacement.
+# Config keys of earlier releases ({old: new key, or why it is gone}), renamed in ttw_jax
+# RENAMED_IN: an old key whose value is a key is still accepted, with a warning, until the
+# next version; the others are refused with the reason.
+RENAMED_IN = "0.1.0"
 RENAMED = {"comm": "model.comm", "masc": "model.name (masc | no_masc)",
            "features": "model.features", "kernel_init": "model.kernel_init",
            "tourist_init_std": "model.tourist_init_std",

@@ -12,14 +12,18 @@ import ml_collections
 
 from ttw_jax.core.train.run import optim_config
 
-# Config keys of earlier releases: overriding one on the command line names its replacement.
+# Config keys of earlier releases ({old: new key, or why it is gone}), renamed in ttw_jax
+# RENAMED_IN: an old key whose value is a key is still accepted, with a warning, until the
+# next version; the others are refused with the reason.
+RENAMED_IN = "0.1.0"
 RENAMED = {"hidden": "removed: the bag-of-embeddings classifier has no hidden layer",
            "model.hidden": "removed: the bag-of-embeddings classifier has no hidden layer",
            "dropout": "removed: the released classifier has no dropout",
            "model.dropout": "removed: the released classifier has no dropout",
            "pool": "model.pool", "learning_rate": "optim.learning_rate",
            "weight_decay": "optim.weight_decay", "select_metric": "eval.metric",
-           "num_steps": "num_epochs", "eval_every": "removed: every epoch is evaluated",
+           "num_steps": "num_epochs (epochs, not steps)",
+           "eval_every": "removed: every epoch is evaluated",
            "max_pos_weight": "removed: weights are the released inverse class frequencies",
            "random_p": "removed: the random baseline predicts each class with probability 0.5",
            "data.features": "data.features_dir (the folder of resnetfeat.json and <nbh>/text.json)",
@@ -57,4 +61,7 @@ def get_config():
     c.data.pca_components = 0    # > 0: PCA of the ResNet / FastText vectors to this many dims
     c.data.synthetic_seed = 0    # synthetic maps and feature files
     c.data.synthetic_dim = 64    # synthetic ResNet vector length (the release's is 2048)
+    # True: synthetic feature files (no features_dir) on the release's maps (maps_dir) run,
+    # every table and results.json saying "synthetic perception"; False: refused
+    c.data.allow_synthetic_perception = False
     return c

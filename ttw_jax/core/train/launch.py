@@ -10,8 +10,16 @@ from typing import Callable, Mapping, Sequence
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+import ttw_jax
 from ttw_jax.core import paths
 from ttw_jax.core.train.loop import Preempted
+
+
+def _renamed_section(key: str, renamed: Mapping[str, str]) -> str | None:
+    """The longest of `key` and its parent sections (`a.b.c`, `a.b`, `a`) that `renamed` holds."""
+    parts = key.split(".")
+    return next((old for old in (".".join(parts[:i]) for i in range(len(parts), 0, -1))
+                 if old in renamed), None)
 
 
 def renamed_flag_errors(argv: Sequence[str], renamed: Mapping[str, str]) -> list[str]:
@@ -19,15 +27,75 @@ def renamed_flag_errors(argv: Sequence[str], renamed: Mapping[str, str]) -> list
     is in `renamed` ({old key: its replacement, or why it is gone})."""
     errors = []
     for arg in argv[1:]:
-        if not arg.startswith("--config."):
-            continue
-        key = arg[len("--config."):].split("=", 1)[0]
-        parts = key.split(".")
-        for old in (".".join(parts[:i]) for i in range(len(parts), 0, -1)):
-            if old in renamed:
+        if arg.startswith("--config."):
+            key = arg[len("--config."):].split("=", 1)[0]
+            old = _renamed_section(key, renamed)
+            if old is not None:
                 errors.append(f"--config.{key}: {old} is now {renamed[old]}")
-                break
     return errors
+
+
+# The version that renamed the result keys of `provenance.RENAMED_RESULT_KEYS` (commit 13c5bd8):
+# `--config.<...>metric=<old key>` is rewritten to the new one until the next version.
+RESULT_KEYS_RENAMED_IN = "0.1.0"
+
+
+def _current(renamed_in: str | None, version: str) -> bool:
+    """Whether a rename of `renamed_in` is still accepted at `version` (same major.minor)."""
+    return renamed_in is not None and renamed_in.split(".")[:2] == version.split(".")[:2]
+
+
+def _renamed_message(old: str, new: str, renamed_in: str) -> str:
+    return (f"{old}: renamed to {new} in ttw_jax {renamed_in}; the old name is accepted until "
+            "the next version")
+
+
+def renamed_config_args(argv: Sequence[str], renamed: Mapping[str, str], config,
+                        renamed_in: str | None, version: str | None = None
+                        ) -> tuple[list[str], list[str], list[str]]:
+    """(argv with old names rewritten, warnings, errors) for the `--config.<key>[=<value>]`
+    overrides in `argv`.
+
+    `renamed` is the default config module's `RENAMED` ({old key: new key, or why it is gone}),
+    `renamed_in` its `RENAMED_IN` (the ttw_jax version of those renames), `version` the running
+    one (default `ttw_jax.__version__`). While the two share major.minor, an old key (or section)
+    whose replacement is a key of `config` is rewritten to it with a warning; any other old key
+    (removed, changed meaning, or renamed in an earlier version) is an error as in
+    `renamed_flag_errors`. A metric key (`...metric=`) set to a renamed result key
+    (`provenance.RENAMED_RESULT_KEYS`, e.g. `acc@80`) gets the new one (`acc_80`), with a warning."""
+    from ttw_jax.core.train.provenance import RENAMED_RESULT_KEYS
+    version = version or ttw_jax.__version__
+    known = set(config_keys(config)) if config is not None else set()
+    out, warnings, errors = list(argv[:1]), [], []
+    for arg in argv[1:]:
+        if not arg.startswith("--config."):
+            out.append(arg)
+            continue
+        key, eq, value = arg[len("--config."):].partition("=")
+        old = _renamed_section(key, renamed)
+        if old is not None:
+            new = renamed[old]
+            if not (_current(renamed_in, version) and new in known):
+                errors.append(f"--config.{key}: {old} is now {new}")
+                out.append(arg)
+                continue
+            key = new + key[len(old):]
+            warnings.append(_renamed_message(f"--config.{old}", new, renamed_in))
+        if (eq and key.rpartition(".")[2] == "metric" and value in RENAMED_RESULT_KEYS
+                and _current(RESULT_KEYS_RENAMED_IN, version)):
+            warnings.append(_renamed_message(f"--config.{key}={value}",
+                                             RENAMED_RESULT_KEYS[value], RESULT_KEYS_RENAMED_IN))
+            value = RENAMED_RESULT_KEYS[value]
+        out.append(f"--config.{key}{eq}{value}")
+    return out, warnings, errors
+
+
+def config_keys(config, prefix: str = ""):
+    """Every key of a ConfigDict, sections and their fields (`model`, `model.name`, ...)."""
+    for k in config.keys():
+        yield prefix + k
+        if hasattr(config[k], "keys"):
+            yield from config_keys(config[k], prefix + k + ".")
 
 
 def unknown_config_keys(argv: Sequence[str], config) -> list[str]:
@@ -35,14 +103,7 @@ def unknown_config_keys(argv: Sequence[str], config) -> list[str]:
     no field for, with the closest existing keys."""
     import difflib
 
-    def keys(node, prefix=""):
-        for k in node.keys():
-            v = node[k]
-            yield prefix + k
-            if hasattr(v, "keys"):
-                yield from keys(v, prefix + k + ".")
-
-    known = list(keys(config))
+    known = list(config_keys(config))
     errors = []
     for arg in argv[1:]:
         if not arg.startswith("--config."):
@@ -172,18 +233,25 @@ def launch(train_and_evaluate: Callable[..., dict], default_config: types.Module
     `default_config` is the experiment's default config module: its file is the default
     `--config`, found from any directory (and `--config` finds the other files of its folder by
     name, see `resolve_config_paths`); its `RENAMED` maps config keys of earlier releases to
-    their replacements: overriding one fails with a message naming the new key. With --multihost
-    every process calls `jax.distributed.initialize(**distributed_args(...))` first.
+    their replacements and `RENAMED_IN` names the version of those renames: an old key is
+    rewritten to its replacement with a warning until the next version, a removed one fails
+    with the reason (`renamed_config_args`). With --multihost every process calls
+    `jax.distributed.initialize(**distributed_args(...))` first.
     """
     reexec_with_allocator()
     default_path = os.path.abspath(default_config.__file__)
+    sys.argv[:] = resolve_config_paths(sys.argv, os.path.dirname(default_path))
+    selected = selected_config(sys.argv, default_path)
     # Before the flags are defined: ml_collections reads the overrides in sys.argv right then.
-    errors = renamed_flag_errors(sys.argv, getattr(default_config, "RENAMED", {}))
+    argv, warnings, errors = renamed_config_args(
+        sys.argv, getattr(default_config, "RENAMED", {}), selected,
+        getattr(default_config, "RENAMED_IN", None))
     if errors:
         sys.stderr.write("\n".join(["renamed config keys:", *errors]) + "\n")
         sys.exit(2)
-    sys.argv[:] = resolve_config_paths(sys.argv, os.path.dirname(default_path))
-    selected = selected_config(sys.argv, default_path)
+    for warning in warnings:
+        sys.stderr.write(warning + "\n")
+    sys.argv[:] = argv
     errors = unknown_config_keys(sys.argv, selected) if selected is not None else []
     if errors:
         sys.stderr.write("\n".join(["unknown config keys:", *errors]) + "\n")

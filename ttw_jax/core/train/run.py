@@ -10,7 +10,7 @@ parameters, `Run.finish`::
                                           tx=make_optimizer(config.optim, config.num_steps))
     step_fn = run.step_fn(dp.make_train_step(loss_fn, run.mesh), sample)
     state, best_params, meta = run.fit(state, step_fn, evaluate, hooks=hooks)
-    return run.finish(results, format_results(results))
+    return run.finish(results, format_results(results), provenance.provenance(config, data=...))
 
 Key purposes (`Run.key(i)` = `fold_in(key(config.seed), i)`): 0 initialisation, 1 training
 steps, 2 evaluation; trainers use larger numbers for anything else.
@@ -29,7 +29,7 @@ from etils import epath
 from jax.sharding import Mesh
 
 from ttw_jax.core import paths
-from ttw_jax.core.train import data_parallel as dp
+from ttw_jax.core.train import data_parallel as dp, provenance as prov
 from ttw_jax.core.train.logging import MetricWriter
 from ttw_jax.core.train.loop import fit
 from ttw_jax.core.train.workdir import check_workdir_config, write_results
@@ -228,8 +228,11 @@ class Run:
             if workdir is not None:
                 writer.close()
 
-    def finish(self, results: dict, summary: str) -> dict:
-        """Process 0 writes `results.json` and prints `summary`; closes the writer."""
-        write_results(self.workdir, results, summary)
+    def finish(self, results: dict, summary: str, provenance: dict) -> dict:
+        """Process 0 writes `results.json` (`results` with the schema version and `provenance`,
+        see `ttw_jax.core.train.provenance`) and prints `summary` under the provenance title;
+        closes the writer. Returns what was written."""
+        results = prov.finalize(results, provenance)
+        write_results(self.workdir, results, prov.title(provenance) + "\n" + summary)
         self.writer.close()
         return results
