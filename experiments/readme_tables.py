@@ -140,8 +140,11 @@ def readmes() -> list[str]:
 
 def keep(workdir: str, out: str, command: str) -> dict:
     """Writes the results file `out` of the run in `workdir`: its command and its results.json
-    (or sweep.json); returns it."""
-    for name in ("results.json", "sweep.json"):
+    (or sweep.json; or `workdir` itself when it is a JSON file a command wrote); returns it."""
+    names = ([os.path.basename(workdir)] if os.path.isfile(workdir)
+             else ["results.json", "sweep.json"])
+    workdir = os.path.dirname(workdir) if os.path.isfile(workdir) else workdir
+    for name in names:
         path = os.path.join(workdir, name)
         if os.path.isfile(path):
             with open(path, encoding="utf-8") as f:

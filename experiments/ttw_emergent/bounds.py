@@ -1,7 +1,7 @@
 r"""Exact Bayes upper bounds on Talk The Walk localization, every setting in one table.
 
   python -m experiments.ttw_emergent.bounds --maps_dir=../shared/data/ttw/maps --max_T=3 \
-      --markdown=/tmp/ttw_bounds.md
+      --markdown=/tmp/ttw_bounds.md --json_out=/tmp/ttw_bounds.json
 
 Rows: label (the corner predicted: where the walk ends, "final", or starts, "start"), tourist
 (orientation-agnostic UP/RIGHT/DOWN/LEFT, or orientation-aware TURNLEFT/TURNRIGHT/FORWARD with the
@@ -19,6 +19,7 @@ from etils import epath
 
 from experiments.ttw_emergent.train import maps_data
 from ttw_jax.core.train import provenance
+from ttw_jax.core.train.workdir import write_json
 from ttw_jax.talk_the_walk import maps
 from ttw_jax.talk_the_walk.upper_bound import bayes_rate
 from ttw_jax.talk_the_walk.walks import LABELS
@@ -28,6 +29,8 @@ flags.DEFINE_integer("max_T", 3, "bounds for T = 0..max_T")
 flags.DEFINE_string("labels", ",".join(LABELS), "comma-separated: final,start")
 flags.DEFINE_string("tourists", "agnostic,aware", "comma-separated: agnostic,aware")
 flags.DEFINE_string("markdown", "", "also write the markdown table to this file")
+flags.DEFINE_string("json_out", "", "also write the rows (fractions) and the provenance as JSON "
+                    "(schema_version and provenance as in results.json)")
 FLAGS = flags.FLAGS
 
 
@@ -66,9 +69,11 @@ def main(argv):
                                           ("maps_dir", "max_T", "labels", "tourists")})
     prov = provenance.provenance(settings, data=maps_data(FLAGS.maps_dir, 0),
                                  hidden_splits=maps.HIDDEN_SPLITS)
-    table = provenance.title(prov) + "\n\n" + to_markdown(
-        bounds_table(windows, FLAGS.max_T, FLAGS.labels.split(","), tourists))
+    rows = bounds_table(windows, FLAGS.max_T, FLAGS.labels.split(","), tourists)
+    table = provenance.title(prov) + "\n\n" + to_markdown(rows)
     print(table)
+    if FLAGS.json_out:
+        write_json(FLAGS.json_out, provenance.finalize({"rows": rows}, prov), indent=1)
     if FLAGS.markdown:
         out = epath.Path(FLAGS.markdown)
         out.parent.mkdir(parents=True, exist_ok=True)
