@@ -116,14 +116,26 @@ def run_seeds(train_and_evaluate: Callable[..., dict], config: ml_collections.Co
         c.seed = seed
         results.append(train_or_read(train_and_evaluate, c, workdir / f"s{seed}"))
     summary = summarize(results)
+    prov = sweep_provenance(results)
     if jax.process_index() == 0:
         write_json(workdir / "sweep.json", {"schema_version": provenance.SCHEMA_VERSION,
                                             "experiment": name, "seeds": list(seeds),
-                                            "summary": summary}, indent=2)
+                                            "summary": summary, "provenance": prov}, indent=2)
         table = to_markdown(summary, f"{name}, mean +- std over seeds {list(seeds)}")
+        if prov:
+            table = provenance.title(prov) + "\n\n" + table
         paths.write_text(workdir / "sweep.md", table + "\n")
         print(table)
     return summary
+
+
+def sweep_provenance(results: Sequence[dict]) -> dict | None:
+    """The first run's provenance with `seeds` the number of runs (None when a run was written
+    before results carried one)."""
+    provs = [r.get("provenance") for r in results]
+    if not provs or any(p is None for p in provs):
+        return None
+    return dict(provs[0], seeds=len(results) * provs[0]["seeds"])
 
 
 def experiment_name(argv: Sequence[str]) -> str:

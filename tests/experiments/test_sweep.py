@@ -36,7 +36,9 @@ def test_a_sweep_of_the_landmark_classifier_resumes(tmp_path):
     key = "valid/model/weighted_f1"
     vals = [sweep.numbers(r)[key] for r in per]
     assert s[key] == (pytest.approx(np.mean(vals)), pytest.approx(np.std(vals)))
-    assert (tmp_path / "sweep.md").exists()
+    assert (tmp_path / "sweep.md").read_text().startswith("[SYNTHETIC DATA, SYNTHETIC ")
+    written = json.loads((tmp_path / "sweep.json").read_text())
+    assert written["provenance"] == dict(per[0]["provenance"], seeds=2)
     # a rerun reads the finished runs back; another config in the same folder is refused
     assert sweep.run_seeds(train.train_and_evaluate, c, tmp_path, [0, 1], "ttw_landmarks") == s
     c.num_epochs = 4
