@@ -26,6 +26,29 @@ def crash_after(calls: int):
     return hook
 
 
+def check_results_schema(results: dict) -> None:
+    """results.json's schema (`ttw_jax.core.train.provenance`): the version and every field of
+    the provenance block, of the kinds the schema allows."""
+    from ttw_jax.core.train import provenance as prov
+    assert results["schema_version"] == prov.SCHEMA_VERSION
+    p = results["provenance"]
+    assert set(p) == {"data", "perception", "protocol", "code", "config_hash", "device", "dtype",
+                      "seeds", "hidden_splits"}
+    assert p["data"]["kind"] in ("release", "synthetic")
+    assert ("seed" in p["data"]) if p["data"]["kind"] == "synthetic" else "fingerprint" in p["data"]
+    assert p["perception"]["kind"] in ("file", "synthetic", "none")
+    if p["perception"]["kind"] != "none":
+        assert isinstance(p["perception"]["width"], int) and p["perception"]["width"] > 0
+    assert p["protocol"]["name"] == prov.OFFICIAL or p["protocol"]["why"]
+    assert p["code"]["version"] and len(p["config_hash"]) == 16
+    if "config" in results:
+        assert p["config_hash"] == prov.config_hash(results["config"])
+    assert p["device"]["count"] >= 1 and p["device"]["platform"] and p["dtype"]
+    assert isinstance(p["seeds"], int) and p["seeds"] >= 1
+    assert isinstance(p["hidden_splits"], list)
+    assert prov.title(p)     # the printed line
+
+
 @pytest.mark.slow
 class TrainerContract:
     name: str = ""   # experiments.<name>
@@ -44,6 +67,7 @@ class TrainerContract:
             assert os.path.exists(os.path.join(workdir, output)), output
         with open(os.path.join(workdir, "results.json")) as f:
             assert json.load(f) == json.loads(json.dumps(results))
+        check_results_schema(results)
         with open(os.path.join(workdir, trainer.eval_stage, "metrics.jsonl")) as f:
             rows = [json.loads(line) for line in f]
         evals = [r["step"] for r in rows
