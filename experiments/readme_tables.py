@@ -138,9 +138,10 @@ def readmes() -> list[str]:
             *sorted(glob.glob(os.path.join(ROOT, "experiments", "*", "README.md")))]
 
 
-def keep(workdir: str, out: str, command: str) -> dict:
-    """Writes the results file `out` of the run in `workdir`: its command and its results.json
-    (or sweep.json; or `workdir` itself when it is a JSON file a command wrote); returns it."""
+def keep(workdir: str, out: str, command: str, wall_time: str = "") -> dict:
+    """Writes the results file `out` of the run in `workdir`: its command, its wall time when
+    given (as printed, e.g. "10m51s") and its results.json (or sweep.json; or `workdir` itself
+    when it is a JSON file a command wrote); returns it."""
     names = ([os.path.basename(workdir)] if os.path.isfile(workdir)
              else ["results.json", "sweep.json"])
     workdir = os.path.dirname(workdir) if os.path.isfile(workdir) else workdir
@@ -148,7 +149,8 @@ def keep(workdir: str, out: str, command: str) -> dict:
         path = os.path.join(workdir, name)
         if os.path.isfile(path):
             with open(path, encoding="utf-8") as f:
-                kept = {"command": command, name.split(".")[0]: json.load(f)}
+                kept = {"command": command, **({"wall_time": wall_time} if wall_time else {}),
+                        name.split(".")[0]: json.load(f)}
             os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
             with open(out, "w", encoding="utf-8") as f:
                 json.dump(kept, f, indent=1)
@@ -163,11 +165,12 @@ def main() -> int:
     parser.add_argument("--keep", help="a run's workdir to commit as --out")
     parser.add_argument("--out", help="the results file to write")
     parser.add_argument("--command", help="the exact command of the run")
+    parser.add_argument("--wall_time", default="", help="the run's wall time, as printed")
     args = parser.parse_args()
     if args.keep:
         if not (args.out and args.command):
             parser.error("--keep needs --out and --command")
-        keep(args.keep, args.out, args.command)
+        keep(args.keep, args.out, args.command, args.wall_time)
         print(f"wrote {args.out}")
         return 0
     problems, counts = [], {}

@@ -13,6 +13,7 @@ from ml_collections import config_flags
 import ttw_jax
 from ttw_jax.core import paths
 from ttw_jax.core.train.loop import Preempted
+from ttw_jax.core.train.provenance import RENAMED_RESULT_KEYS
 
 
 def _renamed_section(key: str, renamed: Mapping[str, str]) -> str | None:
@@ -63,7 +64,6 @@ def renamed_config_args(argv: Sequence[str], renamed: Mapping[str, str], config,
     (removed, changed meaning, or renamed in an earlier version) is an error as in
     `renamed_flag_errors`. A metric key (`...metric=`) set to a renamed result key
     (`provenance.RENAMED_RESULT_KEYS`, e.g. `acc@80`) gets the new one (`acc_80`), with a warning."""
-    from ttw_jax.core.train.provenance import RENAMED_RESULT_KEYS
     version = version or ttw_jax.__version__
     known = set(config_keys(config)) if config is not None else set()
     out, warnings, errors = list(argv[:1]), [], []

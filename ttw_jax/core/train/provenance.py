@@ -40,9 +40,9 @@ import subprocess
 import warnings
 from typing import Any, Mapping
 
-import jax
 import ml_collections
 
+import ttw_jax
 from ttw_jax.core import paths
 
 SCHEMA_VERSION = 2
@@ -121,7 +121,6 @@ def _git(*args: str) -> str | None:
 
 def code_revision() -> dict:
     """{"revision", "modified", "version"} of the installed ttw_jax (no revision outside git)."""
-    import ttw_jax
     out: dict[str, Any] = {"version": ttw_jax.__version__}
     rev = _git("rev-parse", "HEAD")
     if rev:
@@ -136,6 +135,7 @@ def config_hash(config: ml_collections.ConfigDict | Mapping) -> str:
 
 
 def device() -> dict:
+    import jax    # here, so that the launcher imports this module before JAX is set up
     d = jax.devices()[0]
     return {"platform": d.platform, "kind": d.device_kind, "count": jax.device_count(),
             "processes": jax.process_count()}
