@@ -31,7 +31,8 @@ import ml_collections
 import numpy as np
 from flax.training import train_state
 
-from ttw_jax.core import paths
+from ttw_datasets.arramon import arramon_dataset_builder as arramon_builder
+from ttw_jax.core import paths, tfds as ttw_tfds
 from ttw_jax.arramon import (dataset as arramon_data, episodes as ae, evaluation as arr_eval,
                              figures, metrics as arramon_metrics, predictions,
                              records as arramon_records, views as arramon_view)
@@ -228,7 +229,8 @@ def run_provenance(config: ml_collections.ConfigDict, hidden: Sequence[str]) -> 
             arramon_data.synthetic_seed(d.partition_split or d.train_split))
     else:
         data = provenance.release_data(
-            d.manual_dir or arramon_data.prepared_dir(d.tfds_config, d.tfds_dir or None))
+            d.manual_dir or ttw_tfds.prepared_dir(arramon_builder.Builder, d.tfds_config,
+                                                     d.tfds_dir or None))
     if uses_features(config):
         seen = provenance.perception_file(d.features_dir, arramon_features.FEATURE_SHAPE[-1])
     elif symbolic_views(config):

@@ -22,7 +22,7 @@ import numpy as np
 from flax.training import train_state
 
 from ttw_datasets.rxr import rxr_dataset_builder as rxr_builder
-from ttw_jax.core import paths
+from ttw_jax.core import paths, tfds as ttw_tfds
 from ttw_jax.core.stream import BatchStream, mixture_index
 from ttw_jax.core.env import PolicyFactory, replay_policy
 from ttw_jax.core.train import data_parallel as dp
@@ -561,7 +561,8 @@ def run_provenance(config: ml_collections.ConfigDict, data: dict) -> dict:
     features (file, synthetic, or none), the withheld splits evaluated."""
     d = config.data
     source = (prov.synthetic_data(config.seed) if d.tfds_config == "synthetic"
-              else prov.release_data(d.manual_dir, f"rxr/{d.tfds_config}"))
+              else prov.release_data(d.manual_dir or ttw_tfds.prepared_dir(
+                  rxr_builder.Builder, d.tfds_config, d.tfds_dir or None)))
     width = int(data["features"].shape[-1])
     sees = config.mode == "train" and config.model.name != "language_only" and d.features
     perception = (prov.NONE if not sees else prov.synthetic_perception(config.seed, width)

@@ -37,7 +37,7 @@ import numpy as np
 from flax.training import train_state
 
 from ttw_datasets.talk_the_walk.talk_the_walk_dataset_builder import Builder as TalkTheWalk
-from ttw_jax.core import paths
+from ttw_jax.core import paths, tfds as ttw_tfds
 from ttw_jax.core.chunks import map_in_chunks
 from ttw_jax.core.train import data_parallel as dp, provenance
 from ttw_jax.core.train.run import Run, evaluate_best, make_optimizer, optim_config
@@ -91,11 +91,12 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
 
 def run_provenance(config: ml_collections.ConfigDict) -> dict:
     """The provenance of a run: the release folder of the dialogues (`data.tfds_config=real`:
-    `data.manual_dir`), else the synthetic generator (its TFDS config's map seed). The models read
+    `data.manual_dir`, else the prepared dataset's folder), else the synthetic generator (its TFDS config's map seed). The models read
     the maps' landmark annotations, the paper's perfect perception: no perception input; the
     release ships every split's targets (`maps.HIDDEN_SPLITS`)."""
     d = config.data
-    data = (provenance.release_data(d.manual_dir) if d.tfds_config == "real" else
+    data = (provenance.release_data(d.manual_dir or ttw_tfds.prepared_dir(
+                TalkTheWalk, d.tfds_config, d.tfds_dir or None)) if d.tfds_config == "real" else
             provenance.synthetic_data(TalkTheWalk.builder_configs[d.tfds_config].map_seed))
     return provenance.provenance(config, data=data, hidden_splits=maps.HIDDEN_SPLITS)
 

@@ -24,12 +24,6 @@ def hidden_splits(config: str) -> tuple[str, ...]:
     return () if config == "synthetic" else HIDDEN_SPLITS
 
 
-def prepared_dir(config, tfds_dir: str | None = None) -> str:
-    """The folder of the prepared `arramon/<config>` in `tfds_dir` (None: the TFDS default)."""
-    config = ttw_tfds.builder_config(arramon_builder.Builder, config)
-    return str(arramon_builder.Builder(config=config, data_dir=tfds_dir).data_dir)
-
-
 def synthetic_seed(split: str) -> int:
     """The generator seed of a split of the synthetic config (its training split: 0)."""
     seeds = {name: seed for name, _, seed in

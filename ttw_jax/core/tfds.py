@@ -46,6 +46,13 @@ def builder_config(builder_cls, config):
     return config
 
 
+def prepared_dir(builder_cls, config, tfds_dir: str | None = None) -> str:
+    """The folder of the prepared `builder_cls` `config` (a name or a config object) in
+    `tfds_dir` (None: the TFDS default)."""
+    config = builder_config(builder_cls, config)
+    return str(builder_cls(config=config, data_dir=tfds_dir).data_dir)
+
+
 def file_sha256(path: paths.PathLike, chunk: int = 1 << 22) -> str:
     """Hex SHA-256 of a file's bytes (any `paths.resolve` path), read in 4 MiB chunks."""
     h = hashlib.sha256()

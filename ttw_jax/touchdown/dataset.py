@@ -38,8 +38,8 @@ def data_provenance(config: str, seed: int, tfds_dir: str | None = None,
     the graph folder under "graph" when one was read."""
     if is_synthetic(config):
         return prov.synthetic_data(seed)
-    out = prov.release_data(manual_dir or td_builder.Builder(config=config,
-                                                             data_dir=tfds_dir).data_dir)
+    out = prov.release_data(manual_dir or ttw_tfds.prepared_dir(td_builder.Builder, config,
+                                                                tfds_dir))
     if graph_dir:
         out["graph"] = prov.release_data(graph_dir)
     return out
