@@ -35,7 +35,7 @@ from ttw_jax.rxr import (dataset as rxr_data, episodes as rxr_episodes, evaluati
                          house, predictions, view_features, views)
 from ttw_jax.rxr.graph import SOURCE_HINT, geodesic_table, list_scans, load_matterport_graph
 from ttw_jax.rxr.losses import mixed_loss
-from ttw_jax.rxr.records import ANNOTATORS, R2R_IDS_PER_PATH, hidden_splits
+from ttw_jax.rxr.records import ANNOTATORS, hidden_splits
 from ttw_jax.rxr.rcm import RCMAgent, rcm_policy
 from ttw_jax.rxr.synthetic import node_landmarks
 
@@ -114,13 +114,6 @@ def withheld(config: ml_collections.ConfigDict) -> set[str]:
     return out
 
 
-def leaderboard_ids(records: Sequence[dict]) -> list[str]:
-    """The leaderboard ids of a split's annotations (R2R "<path_id>_<k>", RxR instruction ids)."""
-    return [f"{r['path_id']}_{r['instruction_id'] - r['path_id'] * R2R_IDS_PER_PATH}"
-            if r["annotator"] == "r2r" else str(r["instruction_id"]) for r in records
-            if r["annotator"] in ("r2r", "guide")]
-
-
 def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
     """Graph, geodesics, view features, vocabulary and padded episodes of every named split (with
     `data.multitask` the second dataset's evaluation splits too, named `<config>/<split>`), the
@@ -156,7 +149,8 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
                             if r.get("text_features_row") is not None else r
                             for r in second_train]
     # the complete id set of each withheld split, before any filter: what its leaderboard takes
-    complete = {s: leaderboard_ids(records[s]) for s in withheld(config) if s in records}
+    complete = {s: predictions.leaderboard_ids(records[s]) for s in withheld(config)
+                if s in records}
     if HOLDOUT in {d.dev_split, *splits(d.eval_splits)}:   # every holdout_every-th train path
         train_records = records[d.train_split]
         records[HOLDOUT] = [r for r in train_records if r["path_id"] % d.holdout_every == 0]

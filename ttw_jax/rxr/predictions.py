@@ -70,6 +70,15 @@ def leaderboard_id(row: dict, fmt: str) -> str:
     return str(row["instr_id"]) if fmt == "r2r" else str(row["instruction_id"])
 
 
+def leaderboard_ids(records: Sequence[dict]) -> list[str]:
+    """The leaderboard ids of a split's annotations (`ttw_jax.rxr.records`): R2R
+    "<path_id>_<k>", RxR instruction ids; only R2R's and the guides' (a leaderboard scores
+    those)."""
+    return [f"{r['path_id']}_{r['instruction_id'] - r['path_id'] * R2R_IDS_PER_PATH}"
+            if r["annotator"] == "r2r" else str(r["instruction_id"]) for r in records
+            if r["annotator"] in ("r2r", "guide")]
+
+
 def check_leaderboard(rows: Sequence[dict], fmt: str, expected_ids, where: str) -> None:
     """ValueError (naming `where`) unless `rows` are exactly the leaderboard submission of a
     split whose complete id set is `expected_ids` (R2R "<path_id>_<k>" strings, RxR instruction
