@@ -140,8 +140,9 @@ def readmes() -> list[str]:
 
 def keep(workdir: str, out: str, command: str, wall_time: str = "") -> dict:
     """Writes the results file `out` of the run in `workdir`: its command, its wall time when
-    given (as printed, e.g. "10m51s") and its results.json (or sweep.json; or `workdir` itself
-    when it is a JSON file a command wrote); returns it."""
+    given (as printed, e.g. "10m51s") and its results.json (or sweep.json). `workdir` may also be
+    a file the command wrote: JSON is kept parsed under its name, anything else (a benchmark's
+    Markdown table) as its text under "output". Returns what was written."""
     names = ([os.path.basename(workdir)] if os.path.isfile(workdir)
              else ["results.json", "sweep.json"])
     workdir = os.path.dirname(workdir) if os.path.isfile(workdir) else workdir
@@ -149,8 +150,11 @@ def keep(workdir: str, out: str, command: str, wall_time: str = "") -> dict:
         path = os.path.join(workdir, name)
         if os.path.isfile(path):
             with open(path, encoding="utf-8") as f:
-                kept = {"command": command, **({"wall_time": wall_time} if wall_time else {}),
-                        name.split(".")[0]: json.load(f)}
+                if name.endswith(".json"):
+                    entry = {name[:-len(".json")]: json.load(f)}
+                else:
+                    entry = {"output": f.read()}
+            kept = {"command": command, **({"wall_time": wall_time} if wall_time else {}), **entry}
             os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
             with open(out, "w", encoding="utf-8") as f:
                 json.dump(kept, f, indent=1)
@@ -162,7 +166,7 @@ def keep(workdir: str, out: str, command: str, wall_time: str = "") -> dict:
 def main() -> int:
     import argparse
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--keep", help="a run's workdir to commit as --out")
+    parser.add_argument("--keep", help="a run's workdir (or a file it wrote) to commit as --out")
     parser.add_argument("--out", help="the results file to write")
     parser.add_argument("--command", help="the exact command of the run")
     parser.add_argument("--wall_time", default="", help="the run's wall time, as printed")

@@ -81,3 +81,12 @@ def test_keep_writes_the_run_and_its_command(tmp_path):
     kept = rt.keep(str(tmp_path / "run"), str(out), "python -m y")
     assert json.loads(out.read_text()) == kept == {"command": "python -m y",
                                                    "results": {"test": {"tc": 0.5}}}
+
+
+def test_keep_writes_a_benchmark_table_as_its_text(tmp_path):
+    table = tmp_path / "bench.md"
+    table.write_text("| work | rate |\n| --- | --- |\n| peak | 1,234 GFLOP/s |\n")
+    kept = rt.keep(str(table), str(tmp_path / "results" / "bench.json"), "python -m z",
+                   wall_time="90 s")
+    assert kept == {"command": "python -m z", "wall_time": "90 s", "output": table.read_text()}
+    assert 1234.0 in rt.numbers_in(kept)
