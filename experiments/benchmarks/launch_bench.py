@@ -21,7 +21,9 @@ import time
 from absl import app
 from absl import flags
 
-FIRST_STEP = re.compile(r"First step of this process \(compilation included\): ([\d.]+) s")
+from ttw_jax.core.train.loop import FIRST_STEP_LOG
+
+FIRST_STEP = re.compile(re.escape(FIRST_STEP_LOG).replace(re.escape("%.2f"), r"([\d.]+)"))
 
 # (trainer, extra flags); every launch also gets --workdir and --compilation_cache_dir.
 TRAINERS = (

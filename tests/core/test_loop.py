@@ -329,3 +329,15 @@ def test_profile_steps_write_a_trace_and_the_data_wait_is_logged(tmp_path):
     for bad in ("3", "0,2", "4,3", "a,b"):
         with pytest.raises(ValueError, match="profile_steps must be 'first,last'"):
             check_common(config(profile_steps=bad))
+
+
+def test_the_first_step_line_is_logged_once_and_read_by_the_launch_benchmark(tmp_path, caplog):
+    """The launch benchmark (experiments/benchmarks/launch_bench.py) times the compilation cache
+    from this log line; it must stay the one it parses."""
+    import logging
+
+    from experiments.benchmarks.launch_bench import FIRST_STEP
+    with caplog.at_level(logging.INFO, logger="absl"):
+        run(tmp_path, lambda p: {"err": float(abs(p["w"] - 3.0))}, num_steps=6)
+    times = [float(t) for t in FIRST_STEP.findall(caplog.text)]
+    assert len(times) == 1 and times[0] >= 0, caplog.text

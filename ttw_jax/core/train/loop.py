@@ -22,6 +22,9 @@ from ttw_jax.core.train.checkpoint import Checkpointer
 from ttw_jax.core.train.logging import MetricWriter
 from ttw_jax.core.train.workdir import profile_window
 
+# The log line of a process's first train step (read by experiments/benchmarks/launch_bench.py).
+FIRST_STEP_LOG = "First step of this process (compilation included): %.2f s"
+
 
 class Preempted(SystemExit):
     """Raised by `fit` after a SIGTERM, once the state is checkpointed: exits the process with
@@ -183,8 +186,7 @@ def _train(state, best_params, meta, ckpt, config, workdir, writer, step_fn, eva
         if step == first:   # compilation included: what the compilation cache saves
             t_first = time.perf_counter()
             state, metrics = jax.block_until_ready(step_fn(state, step))
-            logging.info("First step of this process (compilation included): %.2f s",
-                         time.perf_counter() - t_first)
+            logging.info(FIRST_STEP_LOG, time.perf_counter() - t_first)
         else:
             state, metrics = step_fn(state, step)
         profiler.after(step, state)
