@@ -8,7 +8,8 @@ Every run is an ordinary `train.train_and_evaluate` in `<workdir>/<model>_<comm>
 base config with `model.name`, the channel (discrete runs take `configs/discrete.py`'s settings)
 and `seed` set), so a killed sweep resumes where it stopped and finished runs are read back from
 their `results.json`. The table (`<workdir>/sweep.md` under the provenance line, `sweep.json`
-with `schema_version` and the `provenance` of the base config over the seeds) gives, per model
+with `schema_version`, the `provenance` of the base config over the seeds, each row's best steps
+and the bounds of every T) gives, per model
 and channel, the mean and standard deviation over seeds of train / valid / test accuracy
 (discrete: greedy and sampled bits) and of the full-task success of every split in
 `full_task.splits`, beside the bounds.
@@ -33,6 +34,7 @@ from ttw_jax.core.train.workdir import write_json
 from ttw_jax.talk_the_walk import maps
 
 COMMS = ("continuous", "discrete")
+BOUNDS = ("upper_bound", "upper_bound_no_actions")   # the Bayes bounds of a run's results
 
 
 def run_config(base: ml_collections.ConfigDict, model: str, comm: str,
@@ -68,7 +70,11 @@ def run_sweep(config: ml_collections.ConfigDict, workdir: paths.PathLike, seeds:
     if jax.process_index() == 0:
         prov = train.run_provenance(config, seeds=len(seeds))
         write_json(workdir / "sweep.json", provenance.finalize(
-            {"seeds": list(seeds), "rows": summary}, prov), indent=2)
+            {"seeds": list(seeds), "rows": summary,
+             "best_steps": {name: [r["best_step"] for r in rs] for name, rs in runs.items()},
+             "bounds": {str(T): {split: {key: res[split][key] for key in BOUNDS}
+                                 for split in maps.SPLITS}
+                        for T, res in sorted(bounds.items())}}, prov), indent=2)
         table = provenance.title(prov) + "\n\n" + to_markdown(summary, runs, len(seeds), bounds)
         paths.write_text(workdir / "sweep.md", table + "\n")
         print(table)

@@ -43,7 +43,12 @@ def test_sweep_reads_finished_runs_and_tabulates_mean_and_std(tmp_path):
     table = (tmp_path / "sweep.md").read_text()
     assert "| masc, continuous | 0.6000 +- 0.1000 |" in table
     assert "| masc, discrete, sampled bits | 0.4000 +- 0.1000 |" in table
-    assert json.loads((tmp_path / "sweep.json").read_text())["seeds"] == [0, 1]
+    kept = json.loads((tmp_path / "sweep.json").read_text())
+    assert kept["seeds"] == [0, 1]
+    # what the README's table prints besides the means: best steps and bounds
+    assert kept["best_steps"]["masc, discrete"] == [10, 10]
+    assert kept["bounds"][str(base.T)]["test"] == {"upper_bound": 0.9 + base.T / 100,
+                                                   "upper_bound_no_actions": 0.5}
     # Discrete runs take the discrete config's settings, and the seed is set.
     c = sweep.run_config(base, "no_masc", "discrete", 2)
     assert (c.model.comm, c.model.name, c.seed, c.model.tourist_gate_init) == \
