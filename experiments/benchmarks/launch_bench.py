@@ -41,11 +41,6 @@ TRAINERS = (
                         for key in ("num_steps", "eval_every"))]),
 )
 
-flags.DEFINE_string("names", ",".join(n for n, _ in TRAINERS[:-1]),
-                    "Trainers to launch (ttw_language, whose stages' final evaluations take"
-                    " minutes, only when named).")
-flags.DEFINE_string("markdown", "", "Also write the table to this file.")
-flags.DEFINE_integer("timeout", 900, "Seconds one launch may take.")
 F = flags.FLAGS
 
 
@@ -95,5 +90,10 @@ def main(argv):
             f.write(table)
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":   # flags here: tests import FIRST_STEP from this module
+    flags.DEFINE_string("names", ",".join(n for n, _ in TRAINERS[:-1]),
+                        "Trainers to launch (ttw_language, whose stages' final evaluations take"
+                        " minutes, only when named).")
+    flags.DEFINE_string("markdown", "", "Also write the table to this file.")
+    flags.DEFINE_integer("timeout", 900, "Seconds one launch may take.")
     app.run(main)
