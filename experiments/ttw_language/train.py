@@ -91,9 +91,10 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
 
 def run_provenance(config: ml_collections.ConfigDict) -> dict:
     """The provenance of a run: the release folder of the dialogues (`data.tfds_config=real`:
-    `data.manual_dir`, else the prepared dataset's folder), else the synthetic generator (its TFDS config's map seed). The models read
-    the maps' landmark annotations, the paper's perfect perception: no perception input; the
-    release ships every split's targets (`maps.HIDDEN_SPLITS`)."""
+    `data.manual_dir`, else the prepared dataset's folder), else the synthetic generator (its
+    TFDS config's map seed). The models read the maps' landmark annotations, the paper's perfect
+    perception: no perception input; the release ships every split's targets
+    (`maps.HIDDEN_SPLITS`)."""
     d = config.data
     data = (provenance.release_data(d.manual_dir or ttw_tfds.prepared_dir(
                 TalkTheWalk, d.tfds_config, d.tfds_dir or None)) if d.tfds_config == "real" else
