@@ -67,13 +67,18 @@ def _live(jaxpr):
         return jaxpr
 
 
-def jaxpr_flops(jaxpr, while_trips: int = 1, by_dtype: dict | None = None) -> int:
-    """The dense FLOPs of a (closed or open) jaxpr (see the module docstring); with `by_dtype`,
-    each operation's FLOPs are also added there under its left operand's dtype name."""
+def _counts(jaxpr, while_trips: int) -> dict[str, int]:
+    """{left operand dtype name: dense FLOPs} of a (closed or open) jaxpr, every sub-jaxpr
+    weighted by how many times it runs (scan length, while trips, shard_map devices)."""
     jaxpr = _live(getattr(jaxpr, "jaxpr", jaxpr))
-    total = 0
+    out: dict[str, int] = {}
     platform = set()            # variables holding `platform_index` (platform_dependent's choice)
-    sub = lambda j, n=1: n * jaxpr_flops(j, while_trips, by_dtype)
+
+    def add(counts: dict, times: int = 1):
+        for k, v in counts.items():
+            out[k] = out.get(k, 0) + times * v
+
+    sub = lambda j, times=1: add(_counts(j, while_trips), times)
     for eqn in jaxpr.eqns:
         name, p = eqn.primitive.name, eqn.params
         count = 0
@@ -84,28 +89,39 @@ def jaxpr_flops(jaxpr, while_trips: int = 1, by_dtype: dict | None = None) -> in
             count = conv_flops(eqn.outvars[0].aval.shape, eqn.invars[1].aval.shape,
                                p["dimension_numbers"])
         if count:
-            total += count
-            if by_dtype is not None:
-                key = np.dtype(eqn.invars[0].aval.dtype).name
-                by_dtype[key] = by_dtype.get(key, 0) + count
+            add({np.dtype(eqn.invars[0].aval.dtype).name: count})
         elif name == "scan":
-            total += sub(p["jaxpr"], int(p["length"]))
+            sub(p["jaxpr"], int(p["length"]))
         elif name == "platform_index":
             platform.update(eqn.outvars)
         elif name == "cond":
-            costs = [jaxpr_flops(b, while_trips) for b in p["branches"]]
-            pick = (min if eqn.invars[0] in platform else max)(range(len(costs)),
-                                                               key=costs.__getitem__)
-            total += sub(p["branches"][pick])
+            costs = [_counts(b, while_trips) for b in p["branches"]]
+            pick = (min if eqn.invars[0] in platform else max)(
+                range(len(costs)), key=lambda i: sum(costs[i].values()))
+            add(costs[pick])
         elif name == "while":
-            total += sub(p["body_jaxpr"], while_trips) + sub(p["cond_jaxpr"], while_trips)
+            sub(p["body_jaxpr"], while_trips)
+            sub(p["cond_jaxpr"], while_trips)
         elif name == "shard_map":
             mesh = p.get("mesh")
             devices = int(np.prod(list(mesh.shape.values()))) if mesh is not None else 1
-            total += sum(sub(j, devices) for j in _sub_jaxprs(p))
+            for j in _sub_jaxprs(p):
+                sub(j, devices)
         else:
-            total += sum(sub(j) for j in _sub_jaxprs(p))
-    return total
+            for j in _sub_jaxprs(p):
+                sub(j)
+    return out
+
+
+def jaxpr_flops(jaxpr, while_trips: int = 1, by_dtype: dict | None = None) -> int:
+    """The dense FLOPs of a (closed or open) jaxpr (see the module docstring); with `by_dtype`,
+    each operation's FLOPs are also added there under its left operand's dtype name, with the
+    same multipliers (a scan body's matmul counts `length` times in its dtype too)."""
+    counts = _counts(jaxpr, while_trips)
+    if by_dtype is not None:
+        for k, v in counts.items():
+            by_dtype[k] = by_dtype.get(k, 0) + v
+    return sum(counts.values())
 
 
 def program_flops(fn: Callable, *args: Any, while_trips: int = 1) -> float:

@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments.benchmarks.flops import program_flops
+from experiments.benchmarks.flops import flops_by_dtype, program_flops
 
 
 def test_a_matmul_is_two_flops_per_multiply_add():
@@ -63,6 +63,38 @@ def test_control_flow_counts_every_trip_and_the_costliest_branch():
     # vmap folds into the batch dimension; nothing is counted twice through jit
     batched = jax.jit(jax.vmap(lambda x: x @ a))
     assert program_flops(batched, jnp.ones((6, 3, 4))) == 6 * 2 * 3 * 4 * 4
+
+
+def test_the_count_per_dtype_weighs_each_scan_trip_like_the_total():
+    """A float32 matmul in a 10-step scan and one bfloat16 matmul of the same size outside it:
+    by hand, float32 does 10 of the 11 units of work, so bfloat16's share is 1/11 (9.1%), not
+    the 50% a count of the scan body once would give; the same across a while loop's trips
+    and a shard_map's devices."""
+    a = jnp.ones((4, 4))
+    unit = 2 * 4 ** 3
+
+    def mixed(x):
+        y = jax.lax.scan(lambda c, _: (c @ a, None), x, None, length=10)[0]
+        return y.astype(jnp.bfloat16) @ a.astype(jnp.bfloat16)
+    counts = flops_by_dtype(jax.jit(mixed), a)
+    assert counts == {"float32": 10 * unit, "bfloat16": unit}
+    assert sum(counts.values()) == program_flops(jax.jit(mixed), a)
+    assert abs(counts["bfloat16"] / sum(counts.values()) - 1 / 11) < 1e-12
+    # nested: a 3-step scan around a 4-step scan of bfloat16 matmuls, and a while loop
+    nested = lambda x: jax.lax.scan(
+        lambda c, _: (jax.lax.scan(lambda d, _: (d @ a.astype(jnp.bfloat16), None), c, None,
+                                   length=4)[0], None), x.astype(jnp.bfloat16), None, length=3)[0]
+    assert flops_by_dtype(nested, a) == {"bfloat16": 12 * unit}
+    loop = lambda x: jax.lax.while_loop(lambda c: c[0] < 5, lambda c: (c[0] + 1, c[1] @ a),
+                                        (0, x))[1]
+    assert flops_by_dtype(loop, a, while_trips=5) == {"float32": 5 * unit}
+    # a shard_map body runs once per device of its mesh
+    from jax.sharding import Mesh, PartitionSpec as P
+    mesh = Mesh(np.array(jax.devices()[:2]), ("d",))
+    sharded = jax.shard_map(lambda x: x @ a, mesh=mesh, in_specs=P("d"), out_specs=P("d"))
+    counts = flops_by_dtype(jax.jit(sharded), jnp.ones((8, 4)))
+    assert counts == {"float32": 2 * 2 * 4 * 4 * 4}
+    assert sum(counts.values()) == program_flops(jax.jit(sharded), jnp.ones((8, 4)))
 
 
 def test_the_count_does_not_depend_on_what_runs_the_program():
