@@ -1,6 +1,6 @@
-"""Shared test utilities: config overrides by path, simulated crashes, the jit == pmap check
-of a data-parallel train step, the bfloat16-against-float32 loss check, and a fake `gs://`
-bucket (the `bucket` fixture)."""
+"""Shared test utilities: config overrides by path, a `--config.<key>=<value>` flag's value as absl
+parses it, simulated crashes, the jit == pmap check of a data-parallel train step, the
+bfloat16-against-float32 loss check, and a fake `gs://` bucket (the `bucket` fixture)."""
 import json
 import operator
 import os
@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from absl import flags as absl_flags
 
 from ttw_jax.core.train import data_parallel as dp
 
@@ -83,6 +84,22 @@ def override(config, **overrides):
             target = target[p]
         target[last] = value
     return config
+
+
+# How absl's config_flags parses a `--config.<key>=<value>` override, by the type of the field's
+# current value (ml_collections' parsers for these types are absl's own).
+FLAG_PARSERS = {bool: absl_flags.BooleanParser(), int: absl_flags.IntegerParser(),
+                float: absl_flags.FloatParser(), str: absl_flags.ArgumentParser()}
+
+
+def flag_value(like, text: str):
+    """`text` parsed as absl's config_flags parses a flag for a field whose value is `like`: a
+    bool from true / false (any case) or 1 / 0, an int, a float, a string as written; ValueError
+    on text the field's parser refuses, TypeError for a field of another type."""
+    parser = FLAG_PARSERS.get(type(like))
+    if parser is None:
+        raise TypeError(f"no flag parser for a {type(like).__name__} field")
+    return parser.parse(text)
 
 
 def assert_jit_step_equals_pmap_step(state, batches, loss_fn) -> None:

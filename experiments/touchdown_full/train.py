@@ -19,6 +19,7 @@ from absl import logging
 import numpy as np
 from flax.training import train_state
 
+from experiments.touchdown_full.configs.default import SHARED
 from experiments.touchdown_nav import train as nav_train
 from experiments.touchdown_nav.configs import default as nav_default
 from experiments.touchdown_sdr import train as sdr_train
@@ -50,9 +51,11 @@ VIEWS = ("synthetic", "release")
 
 def stage_config(config: ml_collections.ConfigDict, stage: str) -> ml_collections.ConfigDict:
     """The `nav` / `sdr` stage's config: the finished run's own (`<dir>/config.json`, laid over
-    today's defaults, so runs from before a key was added still load) when `<stage>_workdir` is
-    set, else the sub-config; the data paths set in `config.data` override the stage's, and
-    `data.allow_synthetic_perception` set covers the navigation stage too."""
+    today's defaults, so runs from before a key was added still load; its `dtype` too) when
+    `<stage>_workdir` is set, else the sub-config with the pipeline's `dtype` and
+    `profile_steps` (`configs.default.SHARED`, over any the sub-config holds); the data paths
+    set in `config.data` override the stage's, and `data.allow_synthetic_perception` set covers
+    the navigation stage too."""
     workdir = config[f"{stage}_workdir"]
     if workdir:
         path = paths.resolve(workdir) / "config.json"
@@ -65,12 +68,21 @@ def stage_config(config: ml_collections.ConfigDict, stage: str) -> ml_collection
         c.update_from_flattened_dict({k: v for k, v in saved.items() if k in known})
     else:
         c = ml_collections.ConfigDict(config[stage].to_dict())
+        for key in SHARED:
+            c[key] = config[key]
     for key in PATH_KEYS[stage]:
         if config.data[key]:
             c.data[key] = config.data[key]
     if stage == "nav" and config.data.allow_synthetic_perception:
         c.data.allow_synthetic_perception = True
     return c
+
+
+def check_config(config: ml_collections.ConfigDict) -> None:
+    """Fails before any work on a value the pipeline does not know (its `dtype` and
+    `profile_steps`, and the stages' sizes: `Run.start`'s common checks)."""
+    if config.data.views not in VIEWS:
+        raise ValueError(f"data.views must be one of {VIEWS}, got {config.data.views!r}")
 
 
 def check_perception(config: ml_collections.ConfigDict, nav_cfg) -> None:
@@ -147,8 +159,6 @@ def sdr_views(config, sdr_cfg, nav: dict) -> dict:
     reads the SDR run's own TFDS config (the release's views, with their feature maps);
     "synthetic" draws scenes at the routes' ends like the SDR run's synthetic training data."""
     d = config.data
-    if d.views not in VIEWS:
-        raise ValueError(f"data.views must be one of {VIEWS}, got {d.views!r}")
     source = td_builder.Builder.builder_configs.get(sdr_cfg.data.tfds_config)
     synthetic = source is not None and source.synthetic
     if d.views == "release":
@@ -193,6 +203,7 @@ def resolve(config, sdr_cfg, sdr_dir: str, views: dict, keep: Sequence[int]):
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                        hooks: Sequence[Callable[[int], None]] = ()) -> dict:
     """Trains the missing stages, runs the pipeline; returns (and writes) the results dict."""
+    check_config(config)
     nav_cfg, sdr_cfg = stage_config(config, "nav"), stage_config(config, "sdr")
     check_perception(config, nav_cfg)
     run = Run.start(config, workdir, RESUMABLE_CHANGES, batch_sizes=())

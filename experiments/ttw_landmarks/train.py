@@ -15,6 +15,11 @@
 5. reports that epoch's row of Table 18 beside the 'all positive' and 'random (0.5)' baselines on
    the valid corners, per-class scores, and `learning_curve.png`.
 
+`config.dtype=bfloat16` runs the classifier's look-ups and matmuls in bfloat16
+(`ttw_jax.core.train.precision`: the parameters, the optimizer state and the loss stay float32);
+`config.profile_steps="FIRST,LAST"` traces those training steps (the batches of all epochs,
+counted from 1) into `<workdir>/profile`.
+
 Training takes seconds, so there is no checkpointing: a rerun of the same config in the same
 workdir starts again and writes the same results (another config is refused).
 """
@@ -32,7 +37,10 @@ import optax
 
 from ttw_jax.core import viz
 from ttw_jax.core.train import provenance
+from ttw_jax.core.train.loop import PREPARE_ONLY_ENV, DataPrepared, Profiler
+from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.core.train.run import INIT, STEPS, Run, check_eval, make_optimizer
+from ttw_jax.core.train.workdir import profile_window
 from ttw_jax.talk_the_walk import maps
 from ttw_jax.talk_the_walk.landmarks import features as lf
 from ttw_jax.talk_the_walk.landmarks import release
@@ -85,6 +93,30 @@ def check_data(config: ml_collections.ConfigDict) -> None:
     provenance.check_perception(bool(d.maps_dir), not d.features_dir,
                                 d.allow_synthetic_perception,
                                 "data.features_dir='' (synthetic resnetfeat.json and text.json)")
+
+
+def check_config(config: ml_collections.ConfigDict) -> None:
+    """Fails before any work on a value the trainer does not know (the sizes, `dtype` and
+    `profile_steps`: `Run.start`'s common checks)."""
+    check_eval(config, SELECT_METRICS)
+    if config.model.name not in MODELS:
+        raise ValueError(f"model.name must be one of {MODELS}, got {config.model.name!r}")
+    if config.num_epochs < 1:
+        raise ValueError(f"need num_epochs >= 1, got {config.num_epochs}")
+    if not 0.0 < config.valid_fraction < 1.0:
+        raise ValueError(f"valid_fraction must be in (0, 1), got {config.valid_fraction}")
+    feature_kinds(config)
+    check_data(config)
+
+
+def build_model(config: ml_collections.ConfigDict, vocab_size: int):
+    """The bag-of-embeddings classifier computing in `config.dtype` (`precision.with_dtype`);
+    `vocab_size` text words (id 0 pads)."""
+    m = config.model
+    return with_dtype(BagOfEmbeddings(num_classes=lf.NUM_CLASSES, text_vocab=vocab_size + 1,
+                                      text_embed=m.text_embed,
+                                      resnet_scale_div=m.resnet_scale_div, pool=m.pool,
+                                      bias=m.bias), config.dtype)
 
 
 def run_provenance(config: ml_collections.ConfigDict, width: int) -> dict:
@@ -161,17 +193,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     """Trains and evaluates (steps in the module docstring); returns and writes the results:
     {row, table18 {train_loss, valid_loss, train_f1, valid_f1, valid_precision, valid_recall},
     best_epoch, corners, valid {model, all_positive, random}, history, ...}."""
-    check_eval(config, SELECT_METRICS)
-    if config.model.name not in MODELS:
-        raise ValueError(f"model.name must be one of {MODELS}, got {config.model.name!r}")
-    if config.num_epochs < 1:         # batch_size: Run.start's common checks
-        raise ValueError(f"need num_epochs >= 1, got {config.num_epochs}")
-    if not 0.0 < config.valid_fraction < 1.0:
-        raise ValueError(f"valid_fraction must be in (0, 1), got {config.valid_fraction}")
-    feature_kinds(config)
-    check_data(config)
+    check_config(config)
     run = Run.start(config, workdir, batch_sizes=())
     data = load_data(config)
+    if os.environ.get(PREPARE_ONLY_ENV) == "1":    # its own epoch loop, not `fit`
+        raise DataPrepared(f"data prepared for {workdir}; stopped before training")
     corners, inputs, table = data["corners"], data["inputs"], data["word_table"]
     valid_mask = lf.random_split(len(corners), config.seed, config.valid_fraction)
     idx = {"train": np.flatnonzero(~valid_mask), "valid": np.flatnonzero(valid_mask)}
@@ -180,10 +206,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     labels = corners.labels
     weights = class_weights(labels, labels[idx["train"]])
 
-    m = config.model
-    model = BagOfEmbeddings(num_classes=lf.NUM_CLASSES, text_vocab=data["vocab_size"] + 1,
-                            text_embed=m.text_embed, resnet_scale_div=m.resnet_scale_div,
-                            pool=m.pool, bias=m.bias)
+    model = build_model(config, data["vocab_size"])
     table = None if table is None else jnp.asarray(table)
     take = lambda rows: {k: jnp.asarray(v[rows]) for k, v in inputs.items()}
     params = model.init(run.key(INIT), take(idx["train"][:1]), table)["params"]
@@ -222,13 +245,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     shuffle_key = run.key(STEPS)
     sign = 1.0 if config.eval.mode == "max" else -1.0
     best, best_params, best_epoch, best_row, history = -np.inf, params, 0, None, []
-    state = {"params": params, "opt": opt_state}
+    state = {"params": params, "opt": opt_state, "step": 0}
+    profiler = Profiler(profile_window(config.profile_steps), run.workdir)
 
     on_device = lambda rows: (take(rows), jnp.asarray(labels[rows]), jnp.asarray(weights[rows]))
 
     def train_batch(i, rows):
+        state["step"] += 1
+        profiler.before(state["step"])
         state["params"], state["opt"], loss, logits = train_step(
             state["params"], state["opt"], *on_device(rows))
+        profiler.after(state["step"], state["params"])
         return loss, logits
 
     valid_rows = batches(idx["valid"])                 # the same batches every epoch
@@ -250,6 +277,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
                         "train_f1": train["weighted_f1"], "valid_f1": valid["weighted_f1"],
                         "valid_precision": valid["weighted_precision"],
                         "valid_recall": valid["weighted_recall"]}
+    profiler.close()        # a window past the last step ends with the run
 
     y_valid = labels[idx["valid"]]
     logits = np.asarray(model.apply({"params": best_params}, take(idx["valid"]), table))

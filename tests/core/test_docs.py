@@ -6,6 +6,22 @@ running them): README.md, BUILD.md, every experiment's README.md and the experim
   field of the config it selects (`--config=...` or the launcher's default) and the other flags are
   the launcher's (or the module's own); for any other module every flag is
   one it defines (absl `flags.DEFINE_*` or argparse `add_argument`).
+- The values of a launcher command's `--config.<key>=<value>` flags, in a command that gives
+  `--workdir` (one to run; the README's table names each launcher bare): each is set in the
+  selected config as absl parses it for that field (`tests.helpers.flag_value`: a bool from
+  True / False, an int, a float, a string as written), then the launcher's config checks must
+  accept the whole config: `check_common` (`ttw_jax/core/train/workdir.py`) and the
+  experiment's `train.check_config` where it has one. Which values are checked:
+  - a value with `|` offers alternatives (`--config.model.name=vo|lo`): each is checked;
+  - a placeholder, a value holding `<`, `>`, `$` or `...` (`<file>`, `$SEED`, `...`), stands for
+    one the reader supplies and is not parsed: a string field that is empty by default (a path,
+    a folder) takes it as a stand-in, so the checks see it set; any other field keeps its default;
+  - a path (`/path/to/features.npz`, `../shared/data/r2r`, `gs://bucket/run`) is a string like
+    any other, set as written (the checks look at values, not at files).
+- A sentence of any doc that says "every launcher" promises its `--config.<key>=<value>` code spans
+  to every launcher: each one's default config has the key and takes the value (the checks
+  refuse nothing that they do not refuse in the default config alone: rxr's needs a
+  `data.connectivity_dir`).
 - Python snippets: every `import` / `from ... import ...` resolves.
 - Every repository path the docs mention (`ttw_jax/...`, `experiments/...`, `tests/...`) exists,
   and in an experiment's README so does every `configs/<name>.py` of that experiment.
@@ -16,6 +32,7 @@ running them): README.md, BUILD.md, every experiment's README.md and the experim
   links to; the top README stays short.
 """
 import ast
+import copy
 import glob
 import importlib
 import importlib.util
@@ -26,7 +43,9 @@ import shlex
 import pytest
 
 from tests.conftest import ROOT
+from tests.helpers import flag_value
 from ttw_jax.core.train.launch import resolve_config_paths, selected_config
+from ttw_jax.core.train.workdir import check_common
 
 EXPERIMENTS = sorted(os.path.basename(os.path.dirname(p)) for p in
                      glob.glob(os.path.join(ROOT, "experiments", "*", "__init__.py"))
@@ -142,6 +161,59 @@ def find(module: str):
         return None
 
 
+PLACEHOLDER = re.compile(r"[<>$]|\.\.\.")
+
+
+def field(config, dotted: str):
+    node = config
+    for part in dotted.split("."):
+        node = node[part]
+    return node
+
+
+def set_value(config, key: str, text: str) -> None:
+    """Sets `--config.<key>=<text>` in `config` as the launcher would (see the module docstring
+    for placeholders)."""
+    like = field(config, key)
+    if PLACEHOLDER.search(text):
+        if not (isinstance(like, str) and like == ""):
+            return
+        value = text
+    else:
+        value = flag_value(like, text)
+    section, _, name = key.rpartition(".")
+    (field(config, section) if section else config)[name] = value
+
+
+def config_checks(experiment: str) -> list:
+    """The launcher's config checks: `check_common` and the trainer's `check_config`, if any."""
+    train = f"experiments.{experiment}.train"
+    own = getattr(importlib.import_module(train), "check_config", None) if find(train) else None
+    return [check_common] + ([own] if own else [])
+
+
+def value_problems(experiment: str, config, flags: list[str]) -> list[str]:
+    """What the launcher of `experiment` would refuse in `config` (the selected config) with the
+    `--config.<key>=<value>` `flags` set: a value its field cannot take, or a config its checks
+    refuse; one config per alternative of a `|` value (the other flags at their first)."""
+    parsed = [(k, v.split("|")) for k, v in (f[len("--config."):].split("=", 1) for f in flags)]
+    out = []
+    for i in range(max((len(alts) for _, alts in parsed), default=1)):
+        c = copy.deepcopy(config)
+        for key, alts in parsed:
+            text = alts[min(i, len(alts) - 1)]
+            try:
+                set_value(c, key, text)
+            except (TypeError, ValueError) as e:
+                out.append(f"--config.{key}={text}: {e}")
+        for check in config_checks(experiment):
+            try:
+                check(c)
+            except Exception as e:     # noqa: BLE001 -- any refusal is the docs' problem
+                out.append(f"refused by {check.__name__}: {e}")
+    return sorted(set(out))
+
+
 def problems(command: str) -> list[str]:
     module, args = parse(command)
     if find(module) is None:
@@ -160,17 +232,18 @@ def problems(command: str) -> list[str]:
             return [f"no experiment {experiment}"]
         config = config_of(f"experiments.{experiment}.main", args)
         own = defined_flags(module)
-        bad = [n for n in names if n not in LAUNCHER_FLAGS | own and not (
-            n.startswith("config.") and has_field(config, n[len("config."):]))]
     elif module.startswith("experiments.") and (module.endswith(".main") or "launch(" in source):
+        experiment = module.split(".")[1]
         config = config_of(module, args)
         own = defined_flags(module) if not module.endswith(".main") else set()
-        bad = [n for n in names if n not in LAUNCHER_FLAGS | own and not (
-            n.startswith("config.") and has_field(config, n[len("config."):]))]
     else:
         known = defined_flags(module) | {"helpfull", "help"}
-        bad = [n for n in names if n not in known]
-    return [f"unknown flag --{n}" for n in bad]
+        return [f"unknown flag --{n}" for n in names if n not in known]
+    bad = [n for n in names if n not in LAUNCHER_FLAGS | own and not (
+        n.startswith("config.") and has_field(config, n[len("config."):]))]
+    if bad or config is None or not any(a.startswith("--workdir=") for a in args):
+        return [f"unknown flag --{n}" for n in bad]
+    return value_problems(experiment, config, [a for a in args if re.match(r"--config\.\S*=", a)])
 
 
 ALL = sorted({(name, c) for name, text in doc_texts().items() for c in commands(text)})
@@ -207,7 +280,59 @@ def test_the_command_check_catches_mistakes():
                     "--config.mode=baselines --config.model.kind=full") == [
         "unknown flag --config.model.kind"]
     assert problems("python -m experiments.rxr.main --config=experiments/rxr/configs/r2r.py "
-                    "--workdir=/tmp/r --config.data.manual_dir=x") == []
+                    "--workdir=/tmp/r --config.data.manual_dir=x "
+                    "--config.data.connectivity_dir=y") == []
+
+
+def test_the_value_check_catches_mistakes():
+    emergent = "python -m experiments.ttw_emergent.main --workdir=/tmp/x "
+    assert problems(emergent + "--config.profile_steps=first,last") == [
+        "refused by check_common: config: profile_steps must be two step numbers 'FIRST,LAST' "
+        "(1-based, inclusive, FIRST <= LAST), e.g. '21,22'; or '' for none; got 'first,last'"]
+    assert problems(emergent + "--config.dtype=float16") == [
+        "refused by check_common: config: dtype must be one of ('float32', 'bfloat16'), got "
+        "'float16'"]
+    bool_flag, int_flag = problems(emergent + "--config.num_steps=1e3 "
+                                   "--config.data.orientation_aware=yes")
+    assert bool_flag.startswith("--config.data.orientation_aware=yes: ('Non-boolean argument")
+    assert int_flag == "--config.num_steps=1e3: invalid literal for int() with base 10: '1e3'"
+    assert problems(emergent + "--config.model.comm=continuous|discret") == [
+        "refused by check_config: model.comm must be one of ('continuous', 'discrete'), got "
+        "'discret'"]
+    # the trainer's own check, and placeholders: a default kept, an empty path set
+    assert problems("python -m experiments.rxr.main") == []      # a launcher named, not run
+    assert problems("python -m experiments.rxr.main --workdir=/tmp/r") == [
+        "refused by check_config: set data.connectivity_dir to the directory of Matterport "
+        "<scan>_connectivity.json files. " + importlib.import_module(
+            "experiments.rxr.train").SOURCE_HINT]
+    assert problems("python -m experiments.rxr.main --workdir=/tmp/r --config.seed=$SEED "
+                    "--config.model.name=<model> --config.data.connectivity_dir=<dir>") == []
+    assert problems("python -m experiments.ttw_landmarks.main --workdir=/tmp/l "
+                    "--config.valid_fraction=1.5 --config.dtype=bfloat16") == [
+        "refused by check_config: valid_fraction must be in (0, 1), got 1.5"]
+
+
+def every_launcher_flags(text: str) -> list[str]:
+    """The `--config.<key>=<value>` code spans of the sentences (outside code blocks) that say
+    "every launcher"."""
+    sentences = re.split(r"(?<=\.)\s+", " ".join(fenced(text)[1].split()))
+    return [flag for s in sentences if "every launcher" in s.lower()
+            for flag in re.findall(r"`(--config\.\w[\w.]*=[^`\s]+)`", s)]
+
+
+def test_every_launcher_takes_what_the_docs_promise_every_launcher():
+    promised = {flag for text in doc_texts().values() for flag in every_launcher_flags(text)}
+    assert {"--config.dtype=bfloat16", "--config.profile_steps=21,22"} <= promised, promised
+    for experiment in SYSTEMS:
+        plain = f"{launcher_command(experiment)} --workdir=/tmp/x"    # rxr's needs a path
+        command = f"{plain} {' '.join(sorted(promised))}"
+        assert set(problems(command)) <= set(problems(plain)), command
+
+
+@pytest.mark.parametrize("experiment", SYSTEMS)
+def test_every_launcher_has_a_dtype_and_a_profile_window(experiment):
+    config = config_of(f"experiments.{experiment}.main", [])
+    assert config.dtype == "float32" and config.profile_steps == ""
 
 
 def snippet_imports(text: str) -> list[ast.AST]:

@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import shared_path
 from tests.experiments.contract import TrainerContract
-from tests.helpers import ALL_RIGHT, override, seeded_key
+from tests.helpers import ALL_RIGHT, assert_bfloat16_loss_close, override, seeded_key
 from ttw_jax.talk_the_walk import maps
 from ttw_jax.talk_the_walk.landmarks import features as lf
 from ttw_jax.talk_the_walk.landmarks import release
@@ -280,6 +280,37 @@ def test_fasttext_and_pca_rows_run(tmp_path):
     assert r["row"] == "resnet (8 dim)" and r["table18"]["valid_loss"] > 0
     with pytest.raises(ValueError, match="needs config.data.fasttext_vec"):
         train.train_and_evaluate(_config(model__features="fasttext"), str(tmp_path / "x"))
+
+
+def test_bfloat16_does_the_dense_work_in_bfloat16_and_keeps_float32_parameters(tmp_path):
+    """`dtype=bfloat16`: the traced gradient step does its matmuls on bfloat16 operands while the
+    parameters, the logits the loss takes and the gradients stay float32, the loss within
+    `BF16_LOSS_RTOL` of float32's; a short run in bfloat16 records its dtype and profiles the
+    training batches `profile_steps` names."""
+    from experiments.benchmarks.flops import flops_by_dtype
+    from experiments.ttw_landmarks import train
+    c = _config(model__features="resnet,textrecog", dtype="bfloat16")
+    data = train.load_data(c)
+    x = {k: jnp.asarray(v[:32]) for k, v in data["inputs"].items()}
+    y = jnp.asarray(data["corners"].labels[:32])
+    models = {d: train.build_model(override(_config(model__features="resnet,textrecog"), dtype=d),
+                                   data["vocab_size"]) for d in ("float32", "bfloat16")}
+    params = jax.jit(models["bfloat16"].init)(jax.random.key(0), x)["params"]
+    loss = {d: (lambda p, m=m: (weighted_bce(m.apply({"params": p}, x), y, jnp.ones_like(y)), {}))
+            for d, m in models.items()}
+    by = flops_by_dtype(jax.grad(lambda p: loss["bfloat16"](p)[0]), params)
+    assert by.get("bfloat16", 0) >= 0.99 * sum(by.values()) > 0, by
+    logits, grads = jax.eval_shape(lambda p: (models["bfloat16"].apply({"params": p}, x),
+                                              jax.grad(lambda q: loss["bfloat16"](q)[0])(p)),
+                                   params)
+    assert {a.dtype for a in jax.tree.leaves((params, logits, grads))} == {jnp.dtype(jnp.float32)}
+    assert_bfloat16_loss_close(loss["float32"], loss["bfloat16"], params)
+
+    r = train.train_and_evaluate(_config(num_epochs=1, dtype="bfloat16", profile_steps="1,2"),
+                                 str(tmp_path))
+    assert r["provenance"]["dtype"] == "bfloat16" and r["table18"]["valid_loss"] > 0
+    assert [f for _, _, files in os.walk(tmp_path / "profile") for f in files
+            if f.endswith(".xplane.pb")]
 
 
 class TestTrainer(TrainerContract):

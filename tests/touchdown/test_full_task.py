@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 
+from tests.helpers import override
 from ttw_datasets.touchdown import touchdown_dataset_builder as td_builder
 from ttw_jax.touchdown import full_task
 from ttw_jax.touchdown.sdr.synthetic import synthetic_sdr_examples
@@ -83,6 +84,38 @@ def test_a_finished_run_from_before_a_key_existed_still_loads(tmp_path):
     nav = train.stage_config(config, "nav")
     assert nav.model.hidden == 48 and nav.model.image_encoder == "table"
     assert "retired_key" not in nav.model and nav.data.graph_dir == "/graphs"
+
+
+def test_one_dtype_and_profile_window_for_both_stages(tmp_path):
+    """`dtype` and `profile_steps` are the pipeline's: the stages trained here take them (their
+    sections have neither, and the launcher names the key to use), a finished run keeps its own
+    dtype, and a bad value is refused before any work."""
+    from experiments.touchdown_full import train
+    from experiments.touchdown_full.configs import default, paper
+    from experiments.touchdown_nav.configs import default as nav_default
+    from ttw_jax.core.train.launch import renamed_config_args
+    from ttw_jax.core.train.workdir import check_common
+
+    config = default.get_config()
+    config.dtype, config.profile_steps = "bfloat16", "3,4"
+    for stage in ("nav", "sdr"):
+        held = set(config[stage]) | set(paper.get_config()[stage])
+        assert not {"dtype", "profile_steps"} & held
+        c = train.stage_config(config, stage)
+        assert (c.dtype, c.profile_steps) == ("bfloat16", "3,4")
+        check_common(c)
+    _, _, errors = renamed_config_args(["main", "--config.sdr.dtype=bfloat16"], default.RENAMED,
+                                       config, default.RENAMED_IN)
+    assert errors == ["--config.sdr.dtype: sdr.dtype is now dtype (one for both stages)"]
+    with open(tmp_path / "config.json", "w") as f:          # a float32 run, finished
+        json.dump(nav_default.get_config().to_dict(), f)
+    assert train.stage_config(override(config, nav_workdir=str(tmp_path)), "nav").dtype == "float32"
+    for key, bad, refused in (("dtype", "float16", "dtype must be one of"),
+                              ("data.views", "both", "data.views must be one of")):
+        bad_config = override(default.get_config(), **{key.replace(".", "__"): bad})
+        with pytest.raises(ValueError, match=refused):
+            train.train_and_evaluate(bad_config, str(tmp_path / "run"))
+        assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.slow

@@ -9,11 +9,29 @@ never saw). On the real data use `configs/paper.py` (both stages on the release,
 `data.views=release`: the SDR run's own views of the split), or set `nav.data.tfds_config=
 navigation`, `sdr.data.tfds_config=sdr` and `data.views=release` yourself, with the records and
 feature files in `data.manual_dir` and `data.graph_dir` / `data.features` for navigation.
+
+`dtype` and `profile_steps` are the pipeline's, one for both stages (the sub-configs have none):
+the stages trained here train and are evaluated in `dtype` and trace `profile_steps`; a finished
+run keeps its own.
 """
 import ml_collections
 
 from experiments.touchdown_nav.configs import default as nav_default
 from experiments.touchdown_sdr.configs import default as sdr_default
+
+# Keys of both stages set once for the pipeline (the top-level keys of the same names).
+SHARED = ("dtype", "profile_steps")
+# Config keys of earlier releases ({old: new key, or why it is gone}), as in the other launchers.
+RENAMED_IN = "0.1.0"
+RENAMED = {f"{stage}.{key}": f"{key} (one for both stages)"
+           for stage in ("nav", "sdr") for key in SHARED}
+
+
+def stage_defaults(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+    """A stage's config (`nav` or `sdr`) without the keys the pipeline sets (`SHARED`)."""
+    for key in SHARED:
+        del config[key]
+    return config
 
 
 def get_config():
@@ -21,8 +39,10 @@ def get_config():
     c.seed = 0
     c.nav_workdir = ""             # a finished navigation run; empty: train `nav` first
     c.sdr_workdir = ""             # a finished SDR run; empty: train `sdr` first
-    c.nav = nav_default.get_config()
-    c.sdr = sdr_default.get_config()
+    c.nav = stage_defaults(nav_default.get_config())
+    c.sdr = stage_defaults(sdr_default.get_config())
+    c.dtype = "float32"   # or "bfloat16": both stages trained here (parameters, losses float32)
+    c.profile_steps = ""   # "21,22": a jax.profiler trace of steps 21 to 22 of both stages
 
     c.data = ml_collections.ConfigDict()
     c.data.split = "test"          # a split of both the navigation and the SDR data

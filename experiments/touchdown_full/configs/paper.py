@@ -9,8 +9,8 @@ from experiments.touchdown_sdr.configs import paper as sdr_paper
 
 def get_config():
     c = default.get_config()
-    c.nav = nav_paper.get_config()
-    c.sdr = sdr_paper.get_config()
+    c.nav = default.stage_defaults(nav_paper.get_config())
+    c.sdr = default.stage_defaults(sdr_paper.get_config())
     c.nav.data.tfds_config = "navigation"
     c.data.views = "release"
     return c

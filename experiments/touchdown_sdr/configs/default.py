@@ -50,7 +50,7 @@ def get_config():
     c.patience = 4
     c.log_every = 10
     c.max_checkpoints = 2
-    c.profile_steps = ""   # "first,last": a jax.profiler trace of those steps in <workdir>/profile
+    c.profile_steps = ""   # "21,22": a jax.profiler trace of steps 21 to 22 in <workdir>/profile
     c.dtype = "float32"   # or "bfloat16": activations and matmuls (parameters, losses float32)
 
     c.data = ml_collections.ConfigDict()

@@ -48,6 +48,8 @@ def get_config():
     c.batch_size = 256
     c.num_epochs = 100
     c.valid_fraction = 0.3
+    c.profile_steps = ""   # "21,22": a jax.profiler trace of batches 21 to 22 (of all epochs)
+    c.dtype = "float32"   # or "bfloat16": the classifier's matmuls (parameters, losses float32)
 
     c.eval = ml_collections.ConfigDict()
     c.eval.metric = "loss"       # loss (min, released) | weighted_f1 (max), on valid

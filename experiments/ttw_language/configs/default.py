@@ -21,7 +21,7 @@ def get_config():
     c.patience = 4                 # evaluations without improvement before a stage stops
     c.log_every = 10               # also the host-sync period
     c.max_checkpoints = 2
-    c.profile_steps = ""   # "first,last": a jax.profiler trace of those steps of every stage,
+    c.profile_steps = ""   # "21,22": a jax.profiler trace of steps 21 to 22 of every stage,
                            # in <workdir>/<stage>/profile
     c.dtype = "float32"   # or "bfloat16": activations and matmuls (parameters, losses float32)
 

@@ -38,8 +38,8 @@ MODEL_SIZE_KEYS = ("features", "hidden", "embed_dim", "action_dim", "conv_featur
 def check_common(config: ml_collections.ConfigDict) -> None:
     """One ValueError naming every sizing key out of range: a `batch_size` / `eval_every` /
     `log_every` (any section) or a model size (`model.hidden`, ...) below 1, a `num_steps` /
-    `num_epochs` below 0, a `profile_steps` that is not "first,last", a `dtype` not in
-    `precision.DTYPES`."""
+    `num_epochs` below 0, a `profile_steps` that is not two step numbers "FIRST,LAST" (see
+    `profile_window`), a `dtype` not in `precision.DTYPES`."""
     bad = []
     for key, value in flatten(config.to_dict()).items():
         name = key.rsplit(".", 1)[-1]
@@ -59,8 +59,9 @@ def check_common(config: ml_collections.ConfigDict) -> None:
 
 
 def profile_window(spec: str) -> tuple[int, int] | None:
-    """(first, last) training steps of `config.profile_steps` ("first,last", 1-based and
-    inclusive; "" none); ValueError naming the value otherwise."""
+    """(first, last) training steps of `config.profile_steps`: two step numbers "FIRST,LAST",
+    1-based and inclusive ("21,22" traces steps 21 and 22; "" none); ValueError naming the form,
+    an example and the value otherwise."""
     if not spec:
         return None
     try:
@@ -68,8 +69,8 @@ def profile_window(spec: str) -> tuple[int, int] | None:
     except ValueError:
         first = last = 0
     if not 1 <= first <= last:
-        raise ValueError(f"profile_steps must be 'first,last' with 1 <= first <= last, got "
-                         f"{spec!r}")
+        raise ValueError("profile_steps must be two step numbers 'FIRST,LAST' (1-based, inclusive, "
+                         f"FIRST <= LAST), e.g. '21,22'; or '' for none; got {spec!r}")
     return first, last
 
 
