@@ -1,11 +1,12 @@
-"""Collects `device_check.sh`'s results into one JSON object (printed):
+"""Collects `device_check`'s results into one JSON object (printed):
 
   python -m experiments.benchmarks.device_summary --out=/tmp/device_check
 
-{"device", "run_all": rows of run_all.json, "launchers": {"<name>_<dtype>": {"steps_per_second",
-"data_wait_ms", "steps", "profile": whether a trace was written}}, "failures": [lines]}; a run
-of stages (the language pipeline) has no top-level rate but {"stages": {"<stage>": the same}}.
-The steps per second are those of the last logged interval (compilation excluded).
+{"device", "run_all": the rows of every `run_all` part (OUT/rows/*.json, or an older check's
+OUT/run_all.json), "launchers": {"<name>_<dtype>": {"steps_per_second", "data_wait_ms", "steps",
+"profile": whether a trace was written}}, "failures": [lines of an older check's failures.txt]};
+a run of stages (the language pipeline) has no top-level rate but {"stages": {"<stage>": the
+same}}. The steps per second are those of the last logged interval (compilation excluded).
 """
 from __future__ import annotations
 
@@ -35,11 +36,19 @@ def launcher_summary(workdir: str) -> dict:
 
 def summarize(out: str) -> dict:
     result = {"device": None, "run_all": None, "launchers": {}, "failures": []}
-    run_all = os.path.join(out, "run_all.json")
-    if os.path.isfile(run_all):
-        with open(run_all, encoding="utf-8") as f:
-            stored = json.load(f)
-        result["device"], result["run_all"] = stored.get("device"), stored.get("rows")
+    stored_runs = [os.path.join(out, "run_all.json")]
+    rows_dir = os.path.join(out, "rows")
+    if os.path.isdir(rows_dir):
+        stored_runs += [os.path.join(rows_dir, f) for f in sorted(os.listdir(rows_dir))
+                        if f.endswith(".json")]
+    for path in stored_runs:
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                stored = json.load(f)
+            result["device"] = result["device"] or stored.get("device")
+            part = os.path.splitext(os.path.basename(path))[0]
+            result["run_all"] = (result["run_all"] or []) + [
+                dict(r, part=part) if part != "run_all" else r for r in stored.get("rows", [])]
     folder = os.path.join(out, "launchers")
     for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
         if os.path.isdir(os.path.join(folder, name)):

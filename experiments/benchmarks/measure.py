@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import time
 
 import jax
@@ -53,9 +54,10 @@ def cpu_description() -> str:
             + (f", XLA ISA capped at {isa}" if isa != "default" else ""))
 
 
-def timeit(fn, *args, repeats: int = 3) -> float:
-    """Median seconds of `repeats` calls after one warm-up call."""
-    jax.block_until_ready(fn(*args))
+def timeit(fn, *args, repeats: int = 3, warmup: int = 1) -> float:
+    """Median seconds of `repeats` calls after `warmup` warm-up calls."""
+    for _ in range(warmup):
+        jax.block_until_ready(fn(*args))
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
@@ -73,13 +75,66 @@ def peak_sizes(quick: bool) -> tuple[int, ...]:
 def matmul_peak(quick: bool, dtype: str = "float32") -> float:
     """Best GFLOP/s of square matmuls of `dtype` at JAX's default precision (`peak_sizes`):
     for float32 that is true float32 on a CPU, TF32 on NVIDIA tensor cores, bfloat16 passes on a
-    TPU."""
+    TPU. On an accelerator each size is warmed up (clocks and autotuning settle) and timed as
+    the median of 20 calls, so that the figure is stable from run to run."""
     f = jax.jit(lambda x, y: x @ y)
+    accelerator = jax.default_backend() != "cpu"
+    repeats = 20 if accelerator else (3 if quick else 5)
     best = 0.0
     for n in peak_sizes(quick):
         a = jax.random.normal(jax.random.key(0), (n, n)).astype(dtype)
-        best = max(best, 2 * n ** 3 / timeit(f, a, a, repeats=3 if quick else 5) / 1e9)
+        secs = timeit(f, a, a, repeats=repeats, warmup=5 if accelerator else 1)
+        best = max(best, 2 * n ** 3 / secs / 1e9)
     return best
+
+
+# Dense (no sparsity) matmul peaks of the vendors' datasheets, TFLOP/s per chip, by the
+# `device_kind` JAX reports (first match wins, so the variants come before the family):
+# float32 on CUDA cores, TF32 and bfloat16 on tensor cores (NVIDIA); bfloat16 on the MXUs
+# (TPU, where float32 at JAX's default precision is one bfloat16 pass: the same figure).
+DATASHEET = (
+    (r"H200 NVL", "NVIDIA H200 NVL", {"float32": 60.0, "TF32": 417.5, "bfloat16": 835.5}),
+    (r"H200", "NVIDIA H200 SXM", {"float32": 67.0, "TF32": 494.5, "bfloat16": 989.5}),
+    (r"H100.*PCIe", "NVIDIA H100 PCIe", {"float32": 51.0, "TF32": 378.0, "bfloat16": 756.0}),
+    (r"H100 NVL", "NVIDIA H100 NVL", {"float32": 60.0, "TF32": 417.5, "bfloat16": 835.5}),
+    (r"H100", "NVIDIA H100 SXM", {"float32": 67.0, "TF32": 494.5, "bfloat16": 989.5}),
+    (r"A100", "NVIDIA A100", {"float32": 19.5, "TF32": 156.0, "bfloat16": 312.0}),
+    (r"TPU v4", "TPU v4", {"bfloat16": 275.0}),
+    (r"TPU v5 ?(lite|e)", "TPU v5e", {"bfloat16": 197.0}),
+    (r"TPU v5", "TPU v5p", {"bfloat16": 459.0}),
+    (r"TPU v6 ?(lite|e)", "TPU v6e", {"bfloat16": 918.0}),
+)
+
+
+def datasheet_peak(device_kind: str, dtype: str = "float32", precision: str = "default"
+                   ) -> tuple[float, str] | None:
+    """(GFLOP/s, 'NVIDIA H200 SXM dense TF32') of the datasheet peak that a matmul of `dtype`
+    at JAX's `precision` runs at on `device_kind` (float32 at the default precision: TF32 on
+    NVIDIA, one bfloat16 pass on a TPU; at "highest" true float32 on NVIDIA), or None for a
+    device the table does not hold (every CPU)."""
+    for pattern, name, peaks in DATASHEET:
+        if re.search(pattern, device_kind, re.I):
+            if dtype != "float32" or name.startswith("TPU"):
+                kind = "bfloat16"
+            else:
+                kind = "float32" if precision == "highest" else "TF32"
+            if kind in peaks:
+                return peaks[kind] * 1e3, f"{name} dense {kind}"
+            return None
+    return None
+
+
+def datasheet_cell(peak_cell: str, work: str, device_kind: str) -> str:
+    """The fraction of the datasheet dense peak of a row whose measured-peak cell is
+    `peak_cell` ("66,904 GFLOP/s = 18% ..."): the row's dtype is bfloat16 if its `work` says so,
+    else float32 at JAX's default precision. '' where the row has no FLOP rate or the device
+    no datasheet figure."""
+    m = re.match(r"\s*([\d,]+(?:\.\d+)?) GFLOP/s", peak_cell or "")
+    found = datasheet_peak(device_kind, "bfloat16" if "bfloat16" in work else "float32")
+    if m is None or found is None:
+        return ""
+    gflops, (peak, label) = float(m.group(1).replace(",", "")), found
+    return f"{sig(100 * gflops / peak, 2)}% of {peak / 1e3:g} TFLOP/s ({label})"
 
 
 def row(work, ours, reference="", ratio="", peak=""):

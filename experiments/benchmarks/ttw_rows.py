@@ -14,9 +14,10 @@ from experiments.benchmarks.flops import program_flops
 from experiments.benchmarks.measure import ANCHORS, SHARED, pct, row, sig, timeit
 
 
-def ttw_tables():
+def ttw_tables(maps_dir: str = os.path.join(SHARED, "ttw", "maps")):
+    """({split: landmark table}, what) of the maps in `maps_dir`, or of synthetic maps where
+    that folder is missing."""
     from ttw_jax.talk_the_walk import maps
-    maps_dir = os.path.join(SHARED, "ttw", "maps")
     try:
         data, what = maps.load_windows(maps_dir), "the 4 real maps"
     except FileNotFoundError:

@@ -92,6 +92,24 @@ def test_launcher_refuses_an_unknown_key_in_one_line(tmp_path):
     assert "no such config key" not in out.stderr
 
 
+def test_prepare_only_reads_the_data_and_trains_nothing(tmp_path):
+    """`--prepare_only`: the config is checked and the data read (here the real maps' windows),
+    then the run stops before its first step: no checkpoint, no metric line, no results."""
+    from tests.conftest import shared_path
+    out = subprocess.run([sys.executable, "-m", "experiments.ttw_emergent.main", "--prepare_only",
+                          f"--workdir={tmp_path}", f"--config.data.maps_dir={shared_path('ttw', 'maps')}"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "data prepared" in out.stderr and "First step" not in out.stderr
+    assert not (tmp_path / "results.json").exists() and not (tmp_path / "checkpoints").exists()
+    assert not (tmp_path / "metrics.jsonl").exists() or not (tmp_path / "metrics.jsonl").read_text()
+    # the same refusal as a real run for a config it cannot run
+    out = subprocess.run([sys.executable, "-m", "experiments.ttw_emergent.main", "--prepare_only",
+                          f"--workdir={tmp_path / 'b'}", "--config.data.maps_dir=/no/such/maps"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0 and "/no/such/maps" in out.stderr
+
+
 def test_compilation_cache_dir_flag_env_default_and_off(tmp_path):
     from ttw_jax.core.train.launch import compilation_cache_dir
     home = os.path.join(os.path.expanduser("~"), ".cache", "ttw_jax", "xla")

@@ -327,8 +327,19 @@ def test_profile_steps_write_a_trace_and_the_data_wait_is_logged(tmp_path):
     lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert all(abs(line["train/data_wait_ms"] - 4.0) < 1e-9 for line in lines)
     for bad in ("3", "0,2", "4,3", "a,b"):
-        with pytest.raises(ValueError, match="profile_steps must be 'first,last'"):
+        with pytest.raises(ValueError, match="profile_steps must be two step numbers 'FIRST,LAST'"):
             check_common(config(profile_steps=bad))
+
+
+def test_the_profile_window_is_two_step_numbers_and_its_error_shows_the_form():
+    from ttw_jax.core.train.workdir import profile_window
+    assert profile_window("") is None
+    assert profile_window("21,22") == (21, 22) and profile_window("5,5") == (5, 5)
+    with pytest.raises(ValueError) as e:
+        profile_window("first,last")          # the placeholder typed literally
+    assert str(e.value) == ("profile_steps must be two step numbers 'FIRST,LAST' (1-based, "
+                            "inclusive, FIRST <= LAST), e.g. '21,22'; or '' for none; got "
+                            "'first,last'")
 
 
 def test_the_first_step_line_is_logged_once_and_read_by_the_launch_benchmark(tmp_path, caplog):

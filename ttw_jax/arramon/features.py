@@ -52,6 +52,7 @@ from ttw_jax.arramon import env
 from ttw_jax.arramon.episodes import assembly_start, navigation_start, turn_examples
 from ttw_jax.core import paths
 from ttw_jax.core.env import replay_policy, rollout
+from ttw_jax.core.progress import progress as progress_report
 from ttw_jax.core.records import RecordFormatError, is_int, is_number, list_of, read_json
 from ttw_jax.core.stream import LazyRows
 
@@ -240,8 +241,7 @@ def pack(features_dir: str, records: Sequence[Mapping], lengths: Mapping[str, np
         recorded = np.zeros(max(total, 1), bool)
         items = range(n)
         if progress:
-            from tqdm import tqdm
-            items = tqdm(items, desc=f"packing features ({n} instances)", unit="instance")
+            items = progress_report(items, desc=f"packing features ({n} instances)", unit="instance")
         for i in items:
             rec = records[i]
             for (turn, p), steps in poses[i].items():

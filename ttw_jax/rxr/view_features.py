@@ -42,6 +42,7 @@ from absl import logging
 
 from ttw_jax.core import paths
 from ttw_jax.core.pano_graph import NodeTable
+from ttw_jax.core.progress import progress as progress_report
 from ttw_jax.core.records import RecordFormatError
 from ttw_jax.rxr.views import NUM_VIEWS
 
@@ -125,8 +126,7 @@ def tsv_rows(path: str, progress: bool = False) -> Iterator[tuple[int, str, str,
     source = paths.resolve(path)
     bar = None
     if progress:
-        from tqdm import tqdm
-        bar = tqdm(total=source.stat().length, unit="B", unit_scale=True,
+        bar = progress_report(total=source.stat().length, unit="B", unit_scale=True,
                    desc=f"decoding {source.name}")
     dim = None
     try:
@@ -156,8 +156,7 @@ def hdf5_rows(path: str, progress: bool = False) -> Iterator[tuple[str, str, str
     with f:
         names = sorted(f.keys())
         if progress:
-            from tqdm import tqdm
-            names = tqdm(names, desc=f"reading {source.name}")
+            names = progress_report(names, desc=f"reading {source.name}")
         dim = None
         for name in names:
             where = f"{path}: dataset {name!r}"

@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ttw_jax.core.progress import progress as progress_report
 from ttw_jax.touchdown import projection, resnet
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
@@ -125,8 +126,7 @@ def extract_folder(extractor: Extractor, pano_dir: str, out_dir: str, rgb_dir: s
     done = 0
     bar = None
     if progress:
-        from tqdm import tqdm
-        bar = tqdm(total=len(todo), desc="panoramas", unit="pano")
+        bar = progress_report(total=len(todo), desc="panoramas", unit="pano")
 
     def flush(ids, images):
         nonlocal done

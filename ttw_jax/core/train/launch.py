@@ -12,7 +12,7 @@ from ml_collections import config_flags
 
 import ttw_jax
 from ttw_jax.core import paths
-from ttw_jax.core.train.loop import Preempted
+from ttw_jax.core.train.loop import PREPARE_ONLY_ENV, DataPrepared, Preempted
 from ttw_jax.core.train.provenance import RENAMED_RESULT_KEYS
 
 
@@ -261,6 +261,9 @@ def launch(train_and_evaluate: Callable[..., dict], default_config: types.Module
     flags.DEFINE_string("compilation_cache_dir", None, "JAX's persistent compilation cache: "
                         f"default ${CACHE_ENV}, else ~/.cache/ttw_jax/xla; 'none' disables it "
                         "(a relaunch then compiles every program again).")
+    flags.DEFINE_bool("prepare_only", False, "Check the config, prepare the data the run reads "
+                      "(TFDS datasets, caches) and stop before the first training step, e.g. on a "
+                      "CPU host before an accelerator job or before timing one.")
     flags.DEFINE_bool("multihost", False, "Call jax.distributed.initialize() before anything else.")
     flags.DEFINE_string("coordinator_address", None, "--multihost: host:port of process 0 "
                         "(default $JAX_COORDINATOR_ADDRESS; none of the three: auto-detection).")
@@ -295,6 +298,15 @@ def launch(train_and_evaluate: Callable[..., dict], default_config: types.Module
         # status 0 too: what it leaves (a killed TFDS build, checkpoints without results) is
         # cleaned up or resumed by the same command. `fit` handles SIGTERM itself meanwhile.
         signal.signal(signal.SIGTERM, _stop_outside_training)
+        if F.prepare_only:
+            os.environ[PREPARE_ONLY_ENV] = "1"
+            try:
+                train_and_evaluate(flags.FLAGS.config, paths.resolve(flags.FLAGS.workdir))
+            except DataPrepared as e:
+                logging.info("%s", e)
+                return
+            raise app.UsageError("--prepare_only: the run ended without reaching a training "
+                                 "step (nothing to prepare separately)")
         train_and_evaluate(flags.FLAGS.config, paths.resolve(flags.FLAGS.workdir))
 
     app.run(main)

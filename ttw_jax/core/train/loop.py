@@ -18,12 +18,22 @@ import numpy as np
 from absl import logging
 
 from ttw_jax.core import paths
+from ttw_jax.core.progress import progress as progress_report
 from ttw_jax.core.train.checkpoint import Checkpointer
 from ttw_jax.core.train.logging import MetricWriter
 from ttw_jax.core.train.workdir import profile_window
 
 # The log line of a process's first train step (read by experiments/benchmarks/launch_bench.py).
 FIRST_STEP_LOG = "First step of this process (compilation included): %.2f s"
+
+
+# Set by the launchers' `--prepare_only`: `fit` stops the run before its first step, once the
+# config is checked and every input of the first stage read (TFDS datasets built, caches written).
+PREPARE_ONLY_ENV = "TTW_JAX_PREPARE_ONLY"
+
+
+class DataPrepared(Exception):
+    """Raised by `fit` under `PREPARE_ONLY_ENV=1`: the data is prepared, nothing trained."""
 
 
 class Preempted(SystemExit):
@@ -138,6 +148,8 @@ def fit(state: Any, *, config: ml_collections.ConfigDict, workdir: str, writer: 
     """
     if mode not in ("max", "min"):
         raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
+    if os.environ.get(PREPARE_ONLY_ENV) == "1":
+        raise DataPrepared(f"data prepared for {workdir}; stopped before training")
     sign = 1.0 if mode == "max" else -1.0
     ckpt = Checkpointer(paths.resolve(workdir) / "checkpoints", config.max_checkpoints)
     best_params = state.params
@@ -154,8 +166,8 @@ def fit(state: Any, *, config: ml_collections.ConfigDict, workdir: str, writer: 
 
     progress = None
     if jax.process_index() == 0:
-        from tqdm import tqdm
-        progress = tqdm(total=config.num_steps, initial=meta["step"], desc="train", leave=False)
+        progress = progress_report(total=config.num_steps, initial=meta["step"], desc="train",
+                                   leave=False)
     profiler = Profiler(profile_window(config.get("profile_steps", "")), workdir)
     with sigterm_flag() as preempt:
         try:
@@ -210,8 +222,8 @@ def _train(state, best_params, meta, ckpt, config, workdir, writer, step_fn, eva
                 scalars["train/data_wait_ms"] = 1e3 * data_wait() / len(host)
             pending, t0 = [], time.time()
             if progress is not None:
-                progress.update(len(host))
                 progress.set_postfix(loss=f"{scalars['train/loss']:.3f}")
+                progress.update(len(host))
             if evaluate_now:
                 result = evaluate(state.params)
                 scalars.update({f"{eval_prefix}/{k}": v for k, v in result.items()})
