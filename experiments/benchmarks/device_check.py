@@ -11,12 +11,13 @@ leaves the others' results:
    accelerator (printing the install lines for GPU and TPU JAX), or when the data the rows read
    is missing (naming the files and how to bring them to a lent machine);
 1. prepare: every launcher's datasets built (`--prepare_only`: the config checked and the data
-   of the first stage read, nothing trained);
+   of the first stage read, nothing trained), several at once on the host's CPU;
 2. the device-sized rows of `run_all` (simulators at 262,144 episodes, RCM at 16,384, MASC at
    batch 4,096 and LingUNet at 64, both dtypes), one part per row group;
 3. the same steps at the CPU table's sizes, for comparison with it;
-4. each launcher's default config for 30 steps, float32 then bfloat16, with a profile of two
-   steps (the language pipeline with every stage bounded the same way);
+4. each launcher's default config for 30 steps in bfloat16 (`--dtypes=float32,bfloat16` for
+   both), with a profile of two steps (the language pipeline with every stage bounded the same
+   way);
 5. `OUT/device_check.json`: each part's status (ok, timed out after its limit, or failed with
    its exit status and last error line), the rows, and per launcher and dtype the training
    steps per second and the data wait per step (`experiments.benchmarks.device_summary`).
@@ -33,6 +34,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from absl import app, flags
 
@@ -105,8 +107,9 @@ def language_flags(steps: int) -> list[str]:
     return out
 
 
-def parts(out: str, data_dir: str, smoke: bool) -> list[Part]:
-    """Every part of the check, in order (see the module docstring)."""
+def parts(out: str, data_dir: str, smoke: bool, dtypes: tuple = DTYPES) -> list[Part]:
+    """Every part of the check, in order (see the module docstring); the launchers train in
+    each of `dtypes`."""
     steps, profile = (4, "3,4") if smoke else (30, "21,22")
     train = [f"--config.num_steps={steps}", f"--config.eval_every={steps}",
              f"--config.log_every={2 if smoke else 10}", f"--config.profile_steps={profile}"]
@@ -132,7 +135,7 @@ def parts(out: str, data_dir: str, smoke: bool) -> list[Part]:
                 f"--data_dir={data_dir}",
                 f"--json={os.path.join(out, 'rows', bench + '_cpu_sizes.json')}"], 60, "cpu"))
     for name in LAUNCHERS + (() if smoke else ("ttw_language",)):
-        for dtype in DTYPES:
+        for dtype in dtypes:
             extra = (language_flags(steps) + [f"--config.log_every=10",
                                              f"--config.profile_steps={profile}"]
                      if name == "ttw_language" else train)
@@ -177,9 +180,12 @@ def run_part(part: Part, out: str, env: dict) -> dict:
     return status
 
 
-def check(out: str, data_dir: str, smoke: bool, only: str = "") -> int:
-    """Runs the check (the parts or groups named in `only`, comma-separated; all by default);
-    returns the exit status (0 ok, 1 a part failed or timed out, 2 the preflight stopped it)."""
+def check(out: str, data_dir: str, smoke: bool, only: str = "", dtypes: tuple = DTYPES,
+          jobs: int = 0) -> int:
+    """Runs the check (the parts or groups named in `only`, comma-separated; all by default;
+    the launchers in each of `dtypes`); the prepare parts run `jobs` at a time (default: half
+    the CPU cores) on the host's CPU, data preparation being CPU work. Returns the exit status
+    (0 ok, 1 a part failed or timed out, 2 the preflight stopped it)."""
     import jax
     backend = jax.default_backend()
     if backend == "cpu" and not smoke:
@@ -197,12 +203,16 @@ def check(out: str, data_dir: str, smoke: bool, only: str = "") -> int:
         env.update(TFDS_DATA_DIR=os.path.join(out, "tfds"), JAX_PLATFORMS="cpu",
                    XLA_FLAGS=" ".join(f for f in env.get("XLA_FLAGS", "").split()
                                       if "force_host_platform_device_count" not in f))
-    chosen = [p for p in parts(out, data_dir, smoke)
+    chosen = [p for p in parts(out, data_dir, smoke, dtypes)
               if not only or {p.name, p.group} & set(only.split(","))]
     if not chosen:
         print(f"device_check: no part named {only!r}", file=sys.stderr)
         return 2
-    statuses = [run_part(p, out, env) for p in chosen]
+    prepare = [p for p in chosen if p.group == "prepare"]
+    with ThreadPoolExecutor(max(1, jobs or (os.cpu_count() or 2) // 2)) as pool:
+        statuses = list(pool.map(lambda p: run_part(p, out, dict(env, JAX_PLATFORMS="cpu")),
+                                 prepare))
+    statuses += [run_part(p, out, env) for p in chosen if p.group != "prepare"]
     from experiments.benchmarks.device_summary import summarize
     summary = summarize(out)
     summary.update(backend=backend, smoke=smoke, data_dir=data_dir, parts=statuses)
@@ -216,7 +226,7 @@ def check(out: str, data_dir: str, smoke: bool, only: str = "") -> int:
 def main(argv):
     del argv
     F = flags.FLAGS
-    sys.exit(check(F.out, F.data_dir, F.smoke, F.parts))
+    sys.exit(check(F.out, F.data_dir, F.smoke, F.parts, tuple(F.dtypes.split(",")), F.jobs))
 
 
 if __name__ == "__main__":
@@ -225,6 +235,9 @@ if __name__ == "__main__":
     flags.DEFINE_string("data_dir", SHARED, "The shared data folder (touchdown/graph, "
                         "matterport/connectivity; ttw/maps and arramon/val_seen.json optional).")
     flags.DEFINE_bool("smoke", False, "On a CPU at test sizes: the same parts, small.")
+    flags.DEFINE_string("dtypes", "bfloat16", "The launchers' dtypes (float32,bfloat16 for "
+                        "both; the device rows always run both).")
+    flags.DEFINE_integer("jobs", 0, "Prepare parts at a time (0: half the CPU cores).")
     flags.DEFINE_string("parts", "", "Only these parts or groups (comma-separated: e.g. "
                         "prepare,device or rxr_bfloat16); all by default.")
     app.run(main)

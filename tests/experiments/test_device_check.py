@@ -32,7 +32,7 @@ def config_with(config, flags: list[str]):
 @pytest.mark.parametrize("smoke", [False, True])
 def test_every_launcher_part_takes_its_flags(smoke, tmp_path):
     data = os.path.dirname(os.path.dirname(shared_path("matterport", "connectivity")))
-    parts = dc.parts(str(tmp_path), data, smoke)
+    parts = dc.parts(str(tmp_path), data, smoke, dc.DTYPES)
     launchers = [p for p in parts if p.group in ("prepare", "launcher")]
     names = {p.argv[0].split(".")[1] for p in launchers}
     assert names == set(dc.LAUNCHERS) | (set() if smoke else {"ttw_language"})
