@@ -27,24 +27,28 @@ from ttw_jax.core.stream import BatchStream, mixture_index
 from ttw_jax.core.env import PolicyFactory, replay_policy
 from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.core.train import provenance as prov
-from ttw_jax.core.train.run import (EVAL, INIT, Run, check_eval, make_optimizer, mean_over_seeds,
-                                    splits)
+from ttw_jax.core.train.run import (EVAL, INIT, Run, check_eval, learning_rate_schedule,
+                                    make_optimizer, mean_over_seeds, splits)
 from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.core.vocab import Vocabulary
 from ttw_jax.rxr import (dataset as rxr_data, episodes as rxr_episodes, evaluation as r2r_eval,
                          house, predictions, view_features, views)
 from ttw_jax.rxr.graph import SOURCE_HINT, geodesic_table, list_scans, load_matterport_graph
-from ttw_jax.rxr.losses import mixed_loss
+from ttw_jax.rxr.env import ANGLE_DIMS
+from ttw_jax.rxr.losses import ENTROPY_NORMS, PG_LOSSES, mixed_loss
 from ttw_jax.rxr.records import ANNOTATORS, hidden_splits
 from ttw_jax.rxr.rcm import RCMAgent, rcm_policy
 from ttw_jax.rxr.synthetic import node_landmarks
+from ttw_jax.rxr.valan import ValanAgent
 
 # eval splits are not resumable: their scans join the graph (node numbering, action space)
 RESUMABLE_CHANGES = ("patience", "eval.batch_size", "eval.baselines", "eval.baseline_seeds",
                      "eval.straight", "eval.per_annotator", "eval.write_predictions",
                      "eval.human", "data.tfds_dir", "data.manual_dir", "data.connectivity_dir",
-                     "data.features_cache", "data.multitask_dir")
+                     "data.features_cache", "data.features_extra_viewpoints",
+                     "data.multitask_dir")
 MODELS = ("full", "language_only", "vision_only")
+ARCHS = ("rcm", "valan")   # model.arch: RCMAgent | ValanAgent (either takes every model.name)
 MODES = ("train", "baselines")
 HOLDOUT = "train_holdout"   # dev split carved out of train (`data.holdout_every`)
 GROUNDING_STEPS = ("cloned", "on_gold_path")   # where the attention-grounding loss applies
@@ -67,7 +71,8 @@ def view_feature_table(config: ml_collections.ConfigDict, graph, nodes) -> np.nd
         table = views.synthetic_view_features(graph, landmarks, d.num_landmarks, d.feature_dim,
                                               d.feature_noise, seed=config.seed)
     else:
-        table = view_features.feature_table(d.features, nodes, features_cache(config))
+        table = view_features.feature_table(d.features, nodes, features_cache(config),
+                                            extra_viewpoints=d.features_extra_viewpoints)
     return views.device_table(table, d.feature_dtype)
 
 
@@ -197,6 +202,14 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
             return rxr_data.record_location(d.multitask if second else d.tfds_config, base, rec,
                                             (d.multitask_dir if second else manual) or None)
         return where
+
+    def text_features_at(split):   # where preparing the dataset looked for a record's features
+        base = d.train_split if split == HOLDOUT else split.split("/", 1)[-1]
+
+        def looked(rec):
+            folder = d.multitask_dir if rec.get("dataset") == SECOND else manual
+            return rxr_data.text_features_paths(base, rec, folder) if folder else []
+        return looked
     known = set(list_scans(d.connectivity_dir))
     for s in all_splits:     # a scan without a graph is named by its record, not the graph file
         rec = next((r for r in records[s] if r["scan"] not in known), None)
@@ -210,7 +223,8 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
         save=jax.process_index() == 0)
     episodes = {s: rxr_episodes.episodes(
         records[s], nodes, graph, vocab, languages, d.max_tokens, max_path, d.text_features,
-        locate=locate(s), read_text_features=readers.get(s))
+        locate=locate(s), read_text_features=readers.get(s), split=s,
+        text_features_at=text_features_at(s))
         for s in all_splits}
     distances = "connectivity poses"
     metric_graph = graph
@@ -228,17 +242,25 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
                 distances=distances, mixture=mixture, sources=sources, complete_ids=complete)
 
 
-def build_model(config: ml_collections.ConfigDict, vocab_size: int) -> RCMAgent:
+def build_model(config: ml_collections.ConfigDict, vocab_size: int) -> RCMAgent | ValanAgent:
     m = config.model
+    if m.arch == "valan":
+        v = m.valan
+        return with_dtype(ValanAgent(
+            vocab_size, m.embed_dim, v.encoder, v.encoder_layers, v.decoder, v.decoder_layers,
+            v.text_attention, v.visual_attention, v.action, v.value_hidden, v.embed_action,
+            use_language=m.name != "vision_only", use_structure=m.structure_features,
+            angle_dim=m.angle_dim), config.dtype)
     return with_dtype(RCMAgent(vocab_size, m.embed_dim, m.hidden, m.conv_layers, m.kernel,
                                use_language=m.name != "vision_only",
                                step_embedding=m.step_embedding,
-                               use_structure=m.structure_features), config.dtype)
+                               use_structure=m.structure_features, angle_dim=m.angle_dim,
+                               value_hidden=m.value_hidden), config.dtype)
 
 
-def init_params(model: RCMAgent, feature_dim: int, max_degree: int, key: jax.Array,
+def init_params(model: RCMAgent | ValanAgent, feature_dim: int, max_degree: int, key: jax.Array,
                 text_dim: int | None = None):
-    b, f = 2, feature_dim + views.ANGLE_DIM
+    b, f = 2, feature_dim + model.angle_dim
     text = jnp.zeros((b, 4, text_dim)) if text_dim else None
     return model.init(key, jnp.ones((b, 4), jnp.int32), jnp.full((b,), 4, jnp.int32),
                       jnp.zeros((b, views.NUM_VIEWS, f)),
@@ -246,12 +268,12 @@ def init_params(model: RCMAgent, feature_dim: int, max_degree: int, key: jax.Arr
                       jnp.ones((b, max_degree), bool), text)
 
 
-def model_factory(model: RCMAgent) -> PolicyFactory:
+def model_factory(model: RCMAgent | ValanAgent) -> PolicyFactory:
     """Greedy policy of the model; consts = (params, view features)."""
     def factory(graph, consts, batch):
         params, features = consts
         ctx, mask = model.apply(params, batch["tokens"], batch["token_len"],
-                                batch.get("text_features"), method=RCMAgent.encode)
+                                batch.get("text_features"), method="encode")
         return rcm_policy(model, params, graph, features, ctx, mask, "greedy")
     return factory
 
@@ -305,6 +327,7 @@ def check_config(config: ml_collections.ConfigDict) -> None:
         raise ValueError(f"unknown model.name {config.model.name!r}; choose from {MODELS}")
     if config.mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {config.mode!r}")
+    check_agent(config)
     check_eval(config, r2r_eval.METRICS)
     d = config.data
     if not d.connectivity_dir:
@@ -313,6 +336,9 @@ def check_config(config: ml_collections.ConfigDict) -> None:
     if d.feature_dtype not in views.TABLE_DTYPES:
         raise ValueError(f"data.feature_dtype must be one of {views.TABLE_DTYPES}, got "
                          f"{d.feature_dtype!r}")
+    if d.features_extra_viewpoints not in view_features.EXTRA_VIEWPOINTS:
+        raise ValueError(f"data.features_extra_viewpoints must be one of "
+                         f"{view_features.EXTRA_VIEWPOINTS}, got {d.features_extra_viewpoints!r}")
     if config.loss.grounding_steps not in GROUNDING_STEPS:
         raise ValueError(f"loss.grounding_steps must be one of {GROUNDING_STEPS}, got "
                          f"{config.loss.grounding_steps!r}")
@@ -357,6 +383,31 @@ def check_config(config: ml_collections.ConfigDict) -> None:
         raise ValueError(f"eval.metric {config.eval.metric!r} is "
                          f"{'minimised' if lower_is_better else 'maximised'}: set eval.mode to "
                          f"{'min' if lower_is_better else 'max'!r}")
+
+
+def check_agent(config: ml_collections.ConfigDict) -> None:
+    """The architecture, angle encoding, learner and learning-rate schedule keys."""
+    m, loss = config.model, config.loss
+    if m.arch not in ARCHS:
+        raise ValueError(f"unknown model.arch {m.arch!r}; choose from {ARCHS}")
+    if m.angle_dim not in ANGLE_DIMS:
+        raise ValueError(f"model.angle_dim must be one of {ANGLE_DIMS}, got {m.angle_dim!r}")
+    if m.arch == "valan" and m.step_embedding:
+        raise ValueError("model.step_embedding is the RCM agent's (model.arch=rcm); set it to 0 "
+                         "with model.arch=valan")
+    if loss.pg not in PG_LOSSES:
+        raise ValueError(f"loss.pg must be one of {PG_LOSSES}, got {loss.pg!r}")
+    if loss.entropy_norm not in ENTROPY_NORMS:
+        raise ValueError(f"loss.entropy_norm must be one of {ENTROPY_NORMS}, got "
+                         f"{loss.entropy_norm!r}")
+    if m.value_hidden < 0 or m.valan.value_hidden <= 0:
+        raise ValueError(f"model.value_hidden must be >= 0 (0: no value head) and "
+                         f"model.valan.value_hidden > 0, got {m.value_hidden!r} and "
+                         f"{m.valan.value_hidden!r}")
+    if loss.pg == "actor_critic" and m.arch == "rcm" and not m.value_hidden:
+        raise ValueError("loss.pg=actor_critic trains a value head: set model.value_hidden > 0 "
+                         "(VALAN's: 64) or model.arch=valan")
+    learning_rate_schedule(config.optim, config.num_steps)   # refuses a bad schedule now
 
 
 def known_languages(tfds_config: str) -> tuple[str, ...]:
@@ -453,7 +504,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
 
     train_horizon, eval_horizon = horizons(config, data)
     loss_config = ml_collections.ConfigDict({**config.loss.to_dict(), "horizon": train_horizon})
-    train_step = dp.make_train_step(mixed_loss(model, loss_config), run.mesh, num_consts=3)
+    train_step = dp.make_train_step(mixed_loss(model, loss_config), run.mesh, num_consts=3,
+                                    learning_rate=learning_rate_schedule(config.optim,
+                                                                         config.num_steps))
     stream = None
     names = [f"{config.data.train_split}: instruction_id {i} ({ANNOTATORS[a]}, path_id {p})"
              for i, a, p in zip(train_eps["instruction_id"], train_eps["annotator"],

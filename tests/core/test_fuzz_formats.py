@@ -97,7 +97,7 @@ def _binary_cases():
     import numpy as np
     from ttw_jax.arramon import features as af
     from ttw_jax.core.pano_graph import NodeTable
-    from ttw_jax.rxr import views
+    from ttw_jax.rxr import view_features as vf
     from ttw_jax.touchdown import features as tf
     nodes = NodeTable.from_ids(["a", "b"])
     objects = dict(ids=np.asarray(["a", "b"], object), features=np.zeros((2, 36, 4)))
@@ -109,10 +109,10 @@ def _binary_cases():
             p, panoids=np.asarray(["a", "b"], object), features=good["features"]),
             lambda p: tf.load_pano_features(p, nodes)),
         "rxr view features object": ("views.npz", lambda p: _npz(p, **objects),
-                                     lambda p: views.load_view_features(p, nodes)),
+                                     lambda p: vf.feature_table(p, nodes, p + ".cache")),
         "rxr view features truncated": ("views.npz", lambda p: _truncated(
             p, ids=np.asarray(["a", "b"]), features=np.zeros((2, 36, 4))),
-            lambda p: views.load_view_features(p, nodes)),
+            lambda p: vf.feature_table(p, nodes, p + ".cache")),
         "rxr text features truncated": ("000001_en_text_features.npz", lambda p: _truncated(
             p, features=np.zeros((5, 768), np.float32)), rr.load_text_features),
         "arramon feature object": ("vfeat_1_navi_0_0.npy", lambda p: np.save(

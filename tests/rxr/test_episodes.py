@@ -127,8 +127,8 @@ def test_text_features_and_their_subword_masks():
     np.testing.assert_array_equal(ep["word_mask"][1, :3].astype(int), [
         [1, 0, 0, 0, 0, 0], [1, 1, 1, 0, 0, 0], [1, 1, 1, 0, 0, 0]])
     # asked for and missing: refused, naming the instruction
-    with pytest.raises(ValueError, match=r"1 of 2 instructions have none, e.g. instruction_id "
-                                         r"\[9\]"):
+    with pytest.raises(ValueError, match=r"1 of 2 instructions have no text features .*, e.g. "
+                                         r"instruction_id \[9\]"):
         episodes([recs[0], record(instruction_id=9)], nodes, graph, vocab, ["en-US"], 6, 4,
                  text_features=True)
     # present but not asked for: the words are used

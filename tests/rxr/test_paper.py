@@ -86,7 +86,7 @@ def paper_config(release, name="paper", **overrides):
     import importlib
     c = importlib.import_module(f"experiments.rxr.configs.{name}").get_config()
     settings = dict(num_steps=2, eval_every=2, log_every=1, batch_size=8,
-                    model__embed_dim=16, model__hidden=32,
+                    model__embed_dim=16, model__hidden=32, model__value_hidden=8,
                     data__manual_dir=release["manual"], data__tfds_dir=release["tfds"],
                     data__connectivity_dir=release["conn"], data__features=release["tsv"],
                     data__house_dir=release["houses"],
@@ -105,6 +105,8 @@ def test_the_paper_configs_are_the_papers_settings():
     assert (c.data.dev_split, c.data.eval_splits) == ("val_seen", "val_unseen")
     assert c.data.stream and c.data.text_features and c.data.features == ""
     assert (c.optim.learning_rate, c.batch_size, c.num_steps) == (1e-4, 32, 100_000)
+    # where the paper is silent, VALAN's (tests/rxr/test_valan.py has the rest)
+    assert (c.model.arch, c.loss.pg, c.optim.schedule) == ("rcm", "actor_critic", "exponential")
     assert c.loss.bc_every == 2 and not c.model.structure_features and c.eval.human
     assert rxr.get_config() == c
     assert paper_mono.get_config().data.languages == "en"
@@ -241,6 +243,8 @@ def test_the_paper_agent_with_visual_grounding_runs_on_the_release(release, tmp_
     lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     train_lines = [x for x in lines if "train/visual_grounding_loss" in x]
     assert train_lines and all(x["train/visual_grounding_loss"] > 0 for x in train_lines)
+    assert all(x["train/value_loss"] >= 0 and x["train/learning_rate"] <= 1e-4
+               for x in train_lines)                   # VALAN's learner and schedule
     assert not any("train/textual_grounding_loss" in x for x in lines)
     data = train.load_data(c, str(tmp_path / "run"))
     eps = data["episodes"]["train"]

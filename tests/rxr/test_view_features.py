@@ -1,7 +1,10 @@
 """View-feature files as the VLN codebases ship them (`ttw_jax.rxr.view_features`): the
 Matterport3DSimulator TSV and the per-viewpoint HDF5 written from arrays load equal to them in the
-simulator's view order, through a cache that is reused and never stale; every kind of bad input
-gets an error naming the file, the line (or dataset) and the field."""
+simulator's view order, through a cache keyed by content that is reused and never stale; every
+kind of bad input gets an error naming the file, the line (or dataset) and the field; rows of
+viewpoints a loaded graph lacks are refused or (`data.features_extra_viewpoints=skip`) skipped and
+counted; and a split without the release's text features is refused naming the split and where
+they were looked for."""
 import base64
 import json
 import math
@@ -27,6 +30,16 @@ def features(n=len(IDS), d=D, seed=0):
 
 def nodes(ids=IDS):
     return NodeTable.from_ids(list(ids))
+
+
+def write_features(path, ids, f):
+    """Writes features [V, 36, D] of `ids` in the format of `path`'s suffix; returns `path`."""
+    fmt = vf.file_format(path)
+    if fmt == "npz":
+        np.savez(path, ids=np.asarray(ids), features=f)
+    else:
+        (vf.write_tsv if fmt == "tsv" else vf.write_hdf5)(path, ids, f)
+    return path
 
 
 def test_the_view_order_is_the_simulators():
@@ -152,7 +165,8 @@ def test_viewpoints_missing_from_either_side_are_errors(tmp_path):
     # a row of a loaded scan whose viewpoint is not in its graph
     msg, path = error(tmp_path, rows_of(), graph=[i for i in IDS if i != "scanA/a1"])
     assert msg == (f"{path}:2: field 'viewpointId': a1 is not a viewpoint of scan scanA's "
-                   "connectivity graph (included viewpoints)")
+                   "connectivity graph (included viewpoints; "
+                   "--config.data.features_extra_viewpoints=skip skips such rows)")
     # rows of scans the graph does not hold are skipped; graph viewpoints without rows counted
     path = str(tmp_path / "g.tsv")
     write_rows(path, rows_of()[:3])
@@ -220,3 +234,118 @@ def test_the_bfloat16_device_table_decodes_to_bfloat16_values():
         np.asarray(views.gather_views(jnp.asarray(views.device_table(f)), 2)), f[2])
     with pytest.raises(ValueError, match="must be one of"):
         views.device_table(f, "float16")
+
+
+@pytest.mark.parametrize("fmt", ["tsv", "hdf5", "npz"])
+def test_rows_of_viewpoints_the_graph_lacks_are_skipped_and_counted_when_asked(tmp_path, fmt,
+                                                                              caplog):
+    f = features()
+    path = write_features(str(tmp_path / f"feats.{fmt}"), IDS, f)
+    graph = ["scanA/a2", "scanB/b1"]            # scanA/a0, a1 and scanB/b0 are extra rows
+    with pytest.raises(vf.ViewFeatureError, match="features_extra_viewpoints=skip"):
+        vf.feature_table(path, nodes(graph), str(tmp_path / "c"))          # default: refuse
+    with caplog.at_level("WARNING"):
+        table = vf.feature_table(path, nodes(graph), str(tmp_path / "c"),
+                                 extra_viewpoints="skip")
+    np.testing.assert_allclose(table, f[[2, 4]], atol=2e-3)
+    logged = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+    assert len(logged) == 1 and logged[0].startswith(f"{path}: skipped 3 rows"), logged
+    assert "e.g. ['scanA/a0', 'scanA/a1', 'scanB/b0']" in logged[0]
+    with pytest.raises(ValueError, match=r"features_extra_viewpoints must be one of \('refuse', "
+                                         r"'skip'\), got 'drop'"):
+        vf.feature_table(path, nodes(graph), str(tmp_path / "c"), extra_viewpoints="drop")
+
+
+def test_the_config_has_the_extra_viewpoints_option_and_the_trainer_passes_it(tmp_path):
+    from experiments.rxr import train
+    from experiments.rxr.configs import default
+    c = default.get_config()
+    assert c.data.features_extra_viewpoints == "refuse"
+    assert "data.features_extra_viewpoints" in train.RESUMABLE_CHANGES   # the table is the same
+    path = str(tmp_path / "f.tsv")
+    vf.write_tsv(path, IDS, features())
+    c.data.features, c.data.features_cache = path, str(tmp_path / "c")
+    c.data.features_extra_viewpoints = "skip"
+    table = train.view_feature_table(c, None, nodes(IDS[:2]))
+    np.testing.assert_allclose(table, features()[:2], atol=2e-3)
+
+
+def test_the_old_npz_only_reader_is_gone_and_a_tsv_reads_through_feature_table(tmp_path):
+    from ttw_jax.rxr import views
+    # `views.load_view_features` read .npz files only and failed on a TSV ("pickled (object)
+    # data"); the one reader of every format is `view_features.feature_table`
+    assert not hasattr(views, "load_view_features")
+    path = str(tmp_path / "ResNet-152-imagenet.tsv")
+    vf.write_tsv(path, IDS, features())
+    np.testing.assert_allclose(vf.feature_table(path, nodes(), str(tmp_path / "c")), features(),
+                               atol=2e-3)
+
+
+@pytest.mark.parametrize("fmt", ["tsv", "hdf5"])
+def test_another_file_of_the_same_size_and_mtime_is_converted_again(tmp_path, fmt):
+    # `cp -p other.tsv feats.tsv`: the same shape, so the same size, and the same mtime
+    path, cache = str(tmp_path / f"feats.{fmt}"), str(tmp_path / "cache")
+    write_features(path, IDS, features(seed=1))
+    st = os.stat(path)
+    first = vf.feature_table(path, nodes(), cache)
+    np.testing.assert_allclose(first, features(seed=1), atol=2e-3)
+    write_features(path, IDS, features(seed=2))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (os.stat(path).st_size, os.stat(path).st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    again = vf.feature_table(path, nodes(), cache)
+    np.testing.assert_allclose(again, features(seed=2), atol=2e-3)      # B's values, not A's
+    meta = json.load(open(os.path.join(vf.cache_folder(path, cache), "meta.json")))
+    assert meta["source"] == vf.fingerprint(path) and meta["source"]["size"] == st.st_size
+
+
+def test_the_fingerprint_of_a_large_file_samples_its_start_middle_and_end(tmp_path, monkeypatch):
+    monkeypatch.setattr(vf, "FINGERPRINT_WHOLE", 4096)
+    monkeypatch.setattr(vf, "FINGERPRINT_CHUNK", 64)
+    monkeypatch.setattr(vf, "FINGERPRINT_CHUNKS", 8)
+    path = str(tmp_path / "big.tsv")
+    data = bytearray(np.random.default_rng(0).integers(0, 256, 64 * 1024, np.uint8).tobytes())
+    open(path, "wb").write(data)
+    base = vf.fingerprint(path)
+    assert base == vf.fingerprint(path) and base["size"] == len(data)
+    last = len(data) - 64
+    for offset in (0, last * 3 // 7, len(data) - 1):   # the first, a middle and the last chunk
+        changed = bytearray(data)
+        changed[offset] ^= 1
+        open(path, "wb").write(changed)
+        assert vf.fingerprint(path) != base, offset
+    open(path, "wb").write(data + b"x")
+    assert vf.fingerprint(path)["size"] == len(data) + 1
+
+
+def test_a_split_without_text_features_is_refused_naming_the_split(tmp_path, monkeypatch):
+    from tests.conftest import shared_path
+    from experiments.rxr import train
+    from experiments.rxr.configs import default
+    from ttw_datasets.rxr.rxr_dataset_builder import SYNTHETIC_TRAIN_SCANS, SYNTHETIC_UNSEEN_SCANS
+    from ttw_jax.rxr.synthetic import synthetic_split_records
+    conn = shared_path("matterport", "connectivity")
+    recs = synthetic_split_records(conn, SYNTHETIC_TRAIN_SCANS[:1], SYNTHETIC_UNSEEN_SCANS[:1],
+                                   (("train", 6, 0), ("val_seen", 3, 1), ("val_unseen", 4, 2)))
+    for split, rs in recs.items():      # the release's guides; val_unseen without text features
+        for r in rs:
+            r["annotator"] = "guide"
+            r["text_features"] = None if split == "val_unseen" else np.ones((5, 8), np.float32)
+    monkeypatch.setattr(train, "load_records", lambda *a: ({s: list(r) for s, r in recs.items()},
+                                                           {}))
+    c = default.get_config()
+    manual = str(tmp_path / "rxr")
+    c.data.tfds_config, c.data.manual_dir, c.data.connectivity_dir = "guide", manual, conn
+    c.data.text_features = True
+    first = recs["val_unseen"][0]
+    expected = os.path.join(manual, "text_features", "rxr_val_unseen",
+                            f"{first['instruction_id']:06d}_{first['language'][:2]}"
+                            "_text_features.npz")
+    with pytest.raises(ValueError) as e:
+        train.load_data(c, str(tmp_path))
+    msg = str(e.value)
+    assert msg.startswith(f"split val_unseen: 4 of 4 instructions have no text features under "
+                          f"{os.path.join(manual, 'text_features', 'rxr_val_unseen')}{os.sep} "
+                          "(expected {instruction_id:06d}_{lang}_text_features.npz; "
+                          f"instruction {first['instruction_id']}'s were looked for at "
+                          f"{expected}, "), msg
+    assert f"e.g. instruction_id {[r['instruction_id'] for r in recs['val_unseen']]}" in msg

@@ -1,9 +1,10 @@
-"""PyTorch state dicts read without executing anything: `.safetensors`, `.npz`, or `.pt`/`.pth`.
+"""PyTorch state dicts read without executing code: `.safetensors`, `.npz`, `.pt`, `.pth`, `.bin`.
 
 A state dict maps parameter names (`layer1.0.conv1.weight`) to arrays. `.safetensors` and `.npz`
-(arrays named by the keys, or by `state/<key>`) are read with numpy alone. A `.pt`/`.pth` file is
-read with `torch.load(weights_only=True)`, which restores tensors and plain containers only,
-never arbitrary objects; torch is needed for that format alone (an optional extra).
+(arrays named by the keys, or by `state/<key>`) are read with numpy alone. A `.pt`/`.pth` file (or
+Hugging Face's `pytorch_model.bin`) is read with `torch.load(weights_only=True)`, which restores
+tensors and plain containers only, never arbitrary objects; torch is needed for that format alone
+(an optional extra).
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 
 from ttw_jax.core import paths
 
-FORMATS = (".safetensors", ".npz", ".pt", ".pth")
+FORMATS = (".safetensors", ".npz", ".pt", ".pth", ".bin")
 
 
 def read_state_dict(path: str, what: str = "state dict") -> dict[str, np.ndarray]:

@@ -66,6 +66,15 @@ def record_location(config, split: str, rec: dict, manual_dir: str | None = None
     return f"rxr/{name}:{split}"
 
 
+def text_features_paths(split: str, rec: dict, manual_dir: str) -> list[str]:
+    """The paths, in `manual_dir`, that preparing the dataset looks for `rec`'s text features at
+    (`records.text_features_candidates`: an RxR record's under `text_features/rxr_{split}/`
+    first, an R2R record's under `text_features/`), for an error message."""
+    if rec["annotator"] == "r2r":
+        return rr.text_features_candidates(manual_dir, rec["instruction_id"], "en")
+    return rr.text_features_candidates(manual_dir, rec["instruction_id"], rec["language"], split)
+
+
 def evaluated_records(records: Sequence[dict], annotators: Sequence[str]) -> list[dict]:
     """The records an evaluation scores: of the RxR annotations only those by `annotators` (a
     non-empty subset of guide / follower; the paper evaluates the guides' paths), R2R and

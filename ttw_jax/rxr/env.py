@@ -21,6 +21,9 @@ from ttw_jax.rxr.views import (VIEW_ELEVATIONS, VIEW_HEADINGS, angle_features, g
                                nearest_view)
 
 STOP = 0
+# Angle encodings of a direction (`angle_encoding`): 4 = (sin, cos) of heading and elevation;
+# 128 = each of the four tiled 32 times (Fried et al. 2018, as VALAN's agents read them).
+ANGLE_DIMS = (4, 128)
 # The fixed actions; action i >= 1 moves to neighbour slot i - 1 (`num_actions(graph)` in all).
 ACTION_NAMES = ("STOP",)
 
@@ -68,24 +71,38 @@ def candidates(graph: PanoGraph, state: MatterportState) -> dict:
                 length=graph.lengths[state.node])
 
 
-def observe(graph: PanoGraph, state: MatterportState, view_features: jax.Array) -> dict:
-    """The agent's observation in `state`:
+def angle_encoding(heading, elevation, dim: int = 4) -> jax.Array:
+    """[..., dim] angle encoding of a (relative) heading and an elevation: dim 4 is
+    `views.angle_features` (sin h, cos h, sin e, cos e); dim 128 repeats each of the four 32
+    times in a block (Fried et al. 2018's 128-d form; the order of the copies is immaterial to
+    the dense layers that read it)."""
+    if dim not in ANGLE_DIMS:
+        raise ValueError(f"angle encoding dim must be one of {ANGLE_DIMS}, got {dim!r}")
+    return jnp.repeat(angle_features(heading, elevation), dim // 4, axis=-1)
 
-    views [36, D + 4]: each standard view's features (`view_features` [N, 36, D], absolute
-    orientation; float32 or bfloat16 bits, `views.device_table`) and the angle encoding of its heading relative to the agent and its elevation;
-    cands [K, D + 6]: per navigable direction, the features of the view it lies in, the angle
+
+def observe(graph: PanoGraph, state: MatterportState, view_features: jax.Array,
+            angle_dim: int = 4) -> dict:
+    """The agent's observation in `state` (A = `angle_dim`, see `angle_encoding`):
+
+    views [36, D + A]: each standard view's features (`view_features` [N, 36, D], absolute
+    orientation; float32 or bfloat16 bits, `views.device_table`) and the angle encoding of its
+    heading relative to the agent and its elevation;
+    cands [K, D + A + 2]: per navigable direction, the features of the view it lies in, the angle
     encoding of its relative heading and elevation, and two structural features: the edge
     length / 5 m and the neighbour's out-degree / 10; cand_mask [K] (neighbour present).
     """
     feats = gather_views(view_features, state.node)                     # [36, D] float32
     view_rel = jnp.asarray(VIEW_HEADINGS) - state.heading
     views = jnp.concatenate([feats, jnp.broadcast_to(
-        angle_features(view_rel, jnp.asarray(VIEW_ELEVATIONS)), view_rel.shape + (4,))], -1)
+        angle_encoding(view_rel, jnp.asarray(VIEW_ELEVATIONS), angle_dim),
+        view_rel.shape + (angle_dim,))], -1)
     cand = candidates(graph, state)
     which = nearest_view(jnp.asarray(graph.headings[state.node], jnp.float32), cand["elevation"])
     structure = jnp.stack([cand["length"] / 5.0, jnp.where(
         cand["mask"], graph.degree[jnp.maximum(cand["node"], 0)], 0) / 10.0], -1)
-    cands = jnp.concatenate([feats[which], angle_features(cand["rel_heading"], cand["elevation"]),
+    cands = jnp.concatenate([feats[which], angle_encoding(cand["rel_heading"], cand["elevation"],
+                                                          angle_dim),
                              structure.astype(feats.dtype)], -1)
     return dict(views=views, cands=cands, cand_mask=cand["mask"])
 

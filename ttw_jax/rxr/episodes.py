@@ -5,6 +5,7 @@ once into fixed-shape arrays, so every split shares one compiled program.
 """
 from __future__ import annotations
 
+import os
 from typing import Callable, Sequence
 
 import ml_dtypes
@@ -53,9 +54,14 @@ def episodes(records: Sequence[dict], nodes: NodeTable, graph: PanoGraph, vocab:
              languages: Sequence[str], max_tokens: int, max_path: int,
              text_features: bool = False,
              locate: Callable[[dict], str] | None = None,
-             read_text_features: Callable[[int], np.ndarray] | None = None) -> dict:
+             read_text_features: Callable[[int], np.ndarray] | None = None,
+             split: str | None = None,
+             text_features_at: Callable[[dict], Sequence[str]] | None = None) -> dict:
     """Padded arrays of a split. An error about one record is prefixed with `locate(record)`
-    (its file and line or entry, see `ttw_jax.rxr.dataset.record_location`) when given.
+    (its file and line or entry, see `ttw_jax.rxr.dataset.record_location`) when given; the
+    refusal of records without text features names `split` and, with `text_features_at(record)`
+    (the paths a record's text features were looked for at, see
+    `ttw_jax.rxr.dataset.text_features_paths`), the folder and file names expected.
 
     Returns start, path_len, token_len, language (index into `languages`), instruction_id,
     path_id, annotator (index into `records.ANNOTATORS`): [E] int32; heading [E] float32
@@ -88,6 +94,8 @@ def episodes(records: Sequence[dict], nodes: NodeTable, graph: PanoGraph, vocab:
                              f"{rec['language']!r} not in {list(languages)}")
     if text_features:
         tokens = np.zeros((e, max_tokens), np.int32)
+        _missing_text_features(records, split, text_features_at,
+                               streamed=read_text_features is not None)
         features, token_len = (_text_features(records, max_tokens) if read_text_features is None
                                else _streamed_text_features(records, max_tokens,
                                                             read_text_features))
@@ -124,20 +132,34 @@ def _reference_path(rec: dict, nodes: NodeTable, graph: PanoGraph, max_path: int
     return list(ids), gold_actions(graph, list(ids), where)
 
 
-def _missing_text_features(records: Sequence[dict], missing: list[int]) -> None:
-    if missing:
-        raise ValueError(
-            f"text features were asked for (data.text_features) but {len(missing)} of "
-            f"{len(records)} instructions have none, e.g. instruction_id {missing[:5]}: the "
-            "release's text_features/rxr_{split}/{instruction_id:06d}_{lang}_text_features.npz "
-            "must be in the manual directory when the dataset is prepared (BUILD.md)")
+def _missing_text_features(records: Sequence[dict], split: str | None,
+                           text_features_at: Callable[[dict], Sequence[str]] | None,
+                           streamed: bool) -> None:
+    """ValueError when records lack text features: names the split, how many lack them, a few
+    instruction ids and where the first one's were looked for."""
+    key = "text_features_row" if streamed else "text_features"
+    missing = [r for r in records if r.get(key) is None]
+    if not missing:
+        return
+    ids = [r["instruction_id"] for r in missing[:5]]
+    head = f"split {split}: " if split else ""
+    looked = list(text_features_at(missing[0])) if text_features_at else []
+    if looked:
+        where = (f" under {os.path.dirname(looked[0])}{os.sep} (expected "
+                 "{instruction_id:06d}_{lang}_text_features.npz; instruction "
+                 f"{ids[0]}'s were looked for at {', '.join(looked)})")
+    else:
+        where = (" (expected the release's text_features/rxr_{split}/"
+                 "{instruction_id:06d}_{lang}_text_features.npz in the manual directory)")
+    raise ValueError(
+        f"{head}{len(missing):,} of {len(records):,} instructions have no text features{where}, "
+        f"e.g. instruction_id {ids}: data.text_features=True needs every instruction's text "
+        "features there when the dataset is prepared (BUILD.md)")
 
 
 def _text_features(records: Sequence[dict], max_tokens: int) -> tuple[np.ndarray, np.ndarray]:
     """(features [E, max_tokens, D] bfloat16, lengths [E] int32) of records that all have
-    text features (ValueError naming those without)."""
-    _missing_text_features(records, [r["instruction_id"] for r in records
-                                     if r.get("text_features") is None])
+    text features (`episodes` refuses those without first: `_missing_text_features`)."""
     feats = [np.asarray(r["text_features"]) for r in records]
     report_truncation([len(f) for f in feats], max_tokens,
                       "instructions' text features (data.max_tokens)", "subwords")
@@ -162,8 +184,6 @@ def _streamed_text_features(records: Sequence[dict], max_tokens: int,
                             read: Callable[[int], np.ndarray]) -> tuple[LazyRows, np.ndarray]:
     """`_text_features` with the features read when indexed: a `LazyRows` [E, max_tokens, D]
     over `read(record["text_features_row"])` (records of `load_rxr_streamed`)."""
-    _missing_text_features(records, [r["instruction_id"] for r in records
-                                     if r.get("text_features_row") is None])
     full = [int(r["text_features_len"]) for r in records]
     report_truncation(full, max_tokens, "instructions' text features (data.max_tokens)",
                       "subwords")

@@ -21,6 +21,14 @@ relative to the plain REINFORCE estimator (a known bias of this normalisation, k
 reported runs use it). The textual masks index the encoder's positions: the words (from the
 trace's word times) or, when the agent reads text features, their subwords (the trace's
 `text_masks`); rows without a mask of a kind skip that term (`has_masks`, `has_word_mask`).
+
+`pg="actor_critic"` (VALAN's learner, for an agent with a value head: `ttw_jax.rxr.valan`) trains
+the sampled rows with V-trace targets (`vtrace`) instead: advantages r_t + gamma v_{t+1} - V(s_t)
+in place of the return minus the batch mean, plus `baseline_cost` * 0.5 (v_t - V(s_t))^2 for the
+value head, with the same per-episode normalisation; the episode ends at STOP or at the horizon
+(where `rewards` gives its end term), so nothing is bootstrapped past it. `entropy_norm="mean"`
+divides each step's entropy by the number of action slots, the absent directions included (whose
+probability, hence term, is 0), as VALAN's mean over the logits does; "sum" is the entropy.
 """
 from __future__ import annotations
 
@@ -65,6 +73,38 @@ def discounted_returns(r, gamma: float):
     return g
 
 
+def vtrace(log_rhos, discounts, rewards, values, bootstrap_value, clip_rho: float = 1.0,
+           clip_c: float = 1.0):
+    """V-trace targets (Espeholt et al. 2018) over the leading (time) axis: (vs, pg_advantages),
+    each [T, ...], without gradient.
+
+    log_rhos: log(target / behaviour probability) of the actions taken; discounts: gamma, 0 where
+    an episode ends; rewards, values [T, ...]; bootstrap_value [...]: V after the last step.
+    With rho_t = min(clip_rho, e^log_rho_t), c_t = min(clip_c, e^log_rho_t) and
+    delta_t = rho_t (r_t + d_t V_{t+1} - V_t): vs_t = V_t + sum_{s >= t} (prod_{t <= i < s} d_i
+    c_i) delta_s, and pg_advantages_t = rho_t (r_t + d_t vs_{t+1} - V_t).
+    On-policy (log_rhos = 0, as the trainer's synchronous rollouts are), rho = c = 1: vs_t is the
+    bootstrapped discounted return r_t + d_t r_{t+1} + ... + (prod d) bootstrap_value, and the
+    advantage is vs_t - V_t, the TD(1) (Monte-Carlo) advantage against the value baseline.
+    """
+    rhos = jnp.exp(log_rhos)
+    clipped = jnp.minimum(clip_rho, rhos)
+    cs = jnp.minimum(clip_c, rhos)
+    next_values = jnp.concatenate([values[1:], bootstrap_value[None]], 0)
+    deltas = clipped * (rewards + discounts * next_values - values)
+
+    def body(acc, x):
+        delta, d, c = x
+        acc = delta + d * c * acc
+        return acc, acc
+    _, diff = jax.lax.scan(body, jnp.zeros_like(bootstrap_value), (deltas, discounts, cs),
+                           reverse=True)
+    vs = values + diff
+    next_vs = jnp.concatenate([vs[1:], bootstrap_value[None]], 0)
+    adv = clipped * (rewards + discounts * next_vs - values)
+    return jax.lax.stop_gradient(vs), jax.lax.stop_gradient(adv)
+
+
 def grounding_loss(logits, mask, valid):
     """Per-entry `logsumexp(z) - logsumexp(z | m)` [...] where `valid` and some m is set, else 0.
     logits, mask: [..., N]; valid: [...]."""
@@ -87,19 +127,31 @@ def on_gold_path(nodes, path, path_len, done):
     return jnp.cumprod(match, 0).astype(bool) & ~done
 
 
+PG_LOSSES = ("reinforce", "actor_critic")
+ENTROPY_NORMS = ("sum", "mean")
+
+
 def mixed_loss(model: RCMAgent, config: ml_collections.ConfigDict):
     """loss_fn(params, batch, rng, graph, view_features, geodesic) -> (loss, metrics).
 
     config: horizon, bc_every (1 = cloning only, 2 = half and half, 0 = policy gradient only),
     gamma, stop_reward, entropy_weight, visual_grounding, textual_grounding, grounding_steps,
-    success_radius.
+    success_radius; optional: pg (`PG_LOSSES`, default "reinforce"), baseline_cost (0.5),
+    entropy_norm (`ENTROPY_NORMS`, default "sum").
     """
     horizon = config.horizon
+    pg_kind = config.get("pg", "reinforce")
+    entropy_norm = config.get("entropy_norm", "sum")
+    if pg_kind not in PG_LOSSES:
+        raise ValueError(f"loss.pg must be one of {PG_LOSSES}, got {pg_kind!r}")
+    if entropy_norm not in ENTROPY_NORMS:
+        raise ValueError(f"loss.entropy_norm must be one of {ENTROPY_NORMS}, got "
+                         f"{entropy_norm!r}")
 
     def loss_fn(params, batch, rng, graph, view_features, geodesic):
         b = batch["start"].shape[0]
         ctx, ctx_mask = model.apply(params, batch["tokens"], batch["token_len"],
-                                    batch.get("text_features"), method=RCMAgent.encode)
+                                    batch.get("text_features"), method="encode")
         rows = jnp.arange(b)
         forced = (rows % config.bc_every == 0) if config.bc_every else jnp.zeros(b, bool)
         gold = batch["gold"]
@@ -125,20 +177,34 @@ def mixed_loss(model: RCMAgent, config: ml_collections.ConfigDict):
         r = rewards(nodes, actions, done, batch["path"], batch["path_len"], geodesic,
                     config.stop_reward, config.success_radius)
         pg_mask = (~done & ~forced[None]).astype(jnp.float32)
-        g = discounted_returns(r * pg_mask, config.gamma)
-        baseline = jnp.sum(g * pg_mask, 1, keepdims=True) / jnp.maximum(
-            pg_mask.sum(1, keepdims=True), 1.0)
-        adv = jax.lax.stop_gradient(g - baseline)
+        pg_w = pg_mask / jnp.maximum(pg_mask.sum(0), 1.0)
+        sampled = jnp.maximum(jnp.sum(~forced), 1)
+        if pg_kind == "reinforce":
+            g = discounted_returns(r * pg_mask, config.gamma)
+            baseline = jnp.sum(g * pg_mask, 1, keepdims=True) / jnp.maximum(
+                pg_mask.sum(1, keepdims=True), 1.0)
+            adv = jax.lax.stop_gradient(g - baseline)
+        else:    # V-trace on-policy targets; the episode ends at STOP or at the horizon
+            values = traj.output["value"]                                  # [T, B]
+            ends = (actions == mp.STOP) | (t == horizon - 1)
+            discounts = config.gamma * (1.0 - ends.astype(jnp.float32))
+            vs, adv = vtrace(jnp.zeros_like(values), discounts, r * pg_mask,
+                             jax.lax.stop_gradient(values), jnp.zeros_like(values[0]))
+            value_loss = jnp.sum(0.5 * jnp.square(vs - values) * pg_w)
         logp_a = jnp.take_along_axis(logp, actions[..., None], -1)[..., 0]
         entropy = -jnp.sum(jnp.exp(logp) * jnp.where(logits > -1e8, logp, 0.0), -1)
-        pg_w = pg_mask / jnp.maximum(pg_mask.sum(0), 1.0)
-        pg = -jnp.sum((logp_a * adv + config.entropy_weight * entropy) * pg_w)
+        bonus = entropy / logits.shape[-1] if entropy_norm == "mean" else entropy
+        pg = -jnp.sum((logp_a * adv + config.entropy_weight * bonus) * pg_w)
 
         loss = (bc + pg) / b
         metrics = {"bc_loss": bc / jnp.maximum(jnp.sum(forced), 1),
-                   "pg_return": jnp.sum(r * pg_mask) / jnp.maximum(jnp.sum(~forced), 1),
+                   "pg_return": jnp.sum(r * pg_mask) / sampled,
+                   "entropy": jnp.sum(entropy * pg_w) / sampled,
                    "action_accuracy": jnp.sum((jnp.argmax(logits, -1) == gold[:, :horizon].T)
                                               * bc_w) / jnp.maximum(jnp.sum(forced), 1)}
+        if pg_kind == "actor_critic":
+            loss = loss + config.get("baseline_cost", 0.5) * value_loss / b
+            metrics["value_loss"] = value_loss / sampled
         vis_w, txt_w = config.visual_grounding, config.textual_grounding
         if (vis_w or txt_w) and "word_mask" in batch:
             steps = min(horizon, batch["word_mask"].shape[1])

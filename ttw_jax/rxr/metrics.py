@@ -69,7 +69,8 @@ def path_metrics_np(path: Sequence[int], ref: Sequence[int], dist: np.ndarray,
                     success_radius: float = 3.0) -> dict[str, float]:
     """Path metrics of one episode from the definitions; dist is an [N, N] distance matrix.
 
-    Returns {"pl", "ne", "sr", "osr", "spl", "ndtw", "sdtw"} as floats.
+    Returns {"pl", "ne", "sr", "osr", "spl", "dtw", "ndtw", "sdtw"} as floats (`dtw`: the raw
+    DTW cost in metres, which the RxR release's follower `metrics` store beside nDTW).
     """
     dist = np.asarray(dist, dtype=np.float64)
     start, final, goal = path[0], path[-1], ref[-1]
@@ -80,6 +81,7 @@ def path_metrics_np(path: Sequence[int], ref: Sequence[int], dist: np.ndarray,
     d0 = dist[start, goal]
     spl = sr if max(pl, d0) == 0 else sr * d0 / max(pl, d0)
     cost = np.array([[dist[p, q] for q in ref] for p in path])
-    ndtw = float(np.exp(-dtw_np(cost) / (success_radius * len(ref))))
+    dtw = dtw_np(cost)
+    ndtw = float(np.exp(-dtw / (success_radius * len(ref))))
     return {"pl": float(pl), "ne": float(ne), "sr": sr, "osr": osr, "spl": float(spl),
-            "ndtw": ndtw, "sdtw": sr * ndtw}
+            "dtw": dtw, "ndtw": ndtw, "sdtw": sr * ndtw}

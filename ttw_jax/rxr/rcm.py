@@ -9,10 +9,13 @@
 - Action logits: similarity of h~ (through a linear map) with each navigable direction's feature
   and with a learned STOP vector; padded directions are masked out. Action 0 = STOP, action i =
   the i-th neighbour (the simulator's panoramic action space).
-The visual / text attention logits are returned for the attention-grounding loss.
+The visual / text attention logits are returned for the attention-grounding loss; with
+`value_hidden` > 0 so is a value of the state (VALAN's head on the text context, for the
+actor-critic learner). `ttw_jax.rxr.valan.ValanAgent` is VALAN's R2R agent with this interface.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import flax.linen as nn
@@ -68,6 +71,10 @@ class RCMAgent(nn.Module):
     # more passes over [B, ., H] in memory (a rollout step at batch 1,024: ~33 -> ~28 ms); the
     # same function (equal to float rounding, tests/rxr/test_rcm.py). 0: the whole batch.
     chunk: int = 64
+    angle_dim: int = 4    # the observations' angle encoding (`env.angle_encoding`): 4 | 128
+    # > 0: a value head, Dense(value_hidden) -> ReLU -> Dense(1) on the text context (VALAN's,
+    # for the actor-critic learner: `losses.mixed_loss` with pg="actor_critic"); 0: none
+    value_hidden: int = 0
 
     def setup(self):
         self.encoder = InstructionCNN(self.vocab_size, self.embed_dim, self.hidden,
@@ -84,6 +91,9 @@ class RCMAgent(nn.Module):
         self.act_query = nn.Dense(self.hidden, use_bias=False)
         if self.step_embedding:
             self.step_embed = nn.Embed(self.step_embedding, self.hidden)
+        if self.value_hidden:
+            self.value_mid = nn.Dense(self.value_hidden)
+            self.value_out = nn.Dense(1)
 
     def encode(self, tokens, lengths, text_features=None):
         """(context [B, L, H], mask [B, L]); the vision-only agent gets a zero context."""
@@ -92,8 +102,10 @@ class RCMAgent(nn.Module):
             ctx, mask = jnp.zeros_like(ctx), jnp.ones_like(mask)
         return ctx, mask
 
-    def initial_carry(self, batch_size: int):
-        """(c, h, previous action feature), each [B, H]."""
+    def initial_carry(self, batch_size: int, ctx=None):
+        """(c, h, previous action feature), each [B, H]; `ctx` (`encode`'s, which `ValanAgent`
+        starts its decoder from) is not read."""
+        del ctx
         zeros = jnp.zeros((batch_size, self.hidden))
         return zeros, zeros, jnp.broadcast_to(self.start, (batch_size, self.hidden))
 
@@ -101,7 +113,8 @@ class RCMAgent(nn.Module):
         """One decision at step `t`. views [B, 36, F], cands [B, K, F'], cand_mask [B, K].
 
         Returns (lstm carry (c, h), dict with logits [B, K + 1], vis_logits [B, 36], txt_logits
-        [B, L] (masked), action_features [B, K + 1, H] (STOP first, for the next step's input)).
+        [B, L] (masked), action_features [B, K + 1, H] (STOP first, for the next step's input),
+        and with a value head the state's value [B]).
         """
         c, h, prev = carry
         if not self.use_structure:   # edge length and neighbour degree come last (`observe`)
@@ -136,8 +149,11 @@ class RCMAgent(nn.Module):
                                 jnp.tanh(self.cand_proj(cands))], 1)
         logits = jnp.einsum("bkh,bh->bk", acts, self.act_query(ht))
         mask = jnp.concatenate([jnp.ones_like(cand_mask[:, :1]), cand_mask], 1)
-        return (c, h), dict(logits=jnp.where(mask, logits, NEG), vis_logits=zv, txt_logits=zt,
-                            action_features=acts)
+        out = dict(logits=jnp.where(mask, logits, NEG), vis_logits=zv, txt_logits=zt,
+                   action_features=acts)
+        if self.value_hidden:
+            out["value"] = self.value_out(nn.relu(self.value_mid(tbar)))[:, 0]
+        return (c, h), out
 
     def __call__(self, tokens, lengths, views, cands, cand_mask, text_features=None):
         """Logits [B, K + 1] of a first step (used to initialise; pass `text_features` [B, L, D]
@@ -148,22 +164,30 @@ class RCMAgent(nn.Module):
         return out["logits"]
 
 
-def rcm_policy(model: RCMAgent, params, graph, view_features: jax.Array, ctx: jax.Array,
+OUTPUTS = ("logits", "vis_logits", "txt_logits", "value")   # kept per step when present
+
+
+def rcm_policy(model: RCMAgent, params, graph, view_features: jax.Array, ctx,
                ctx_mask: jax.Array, mode: str = "greedy", gold: jax.Array | None = None,
                forced: jax.Array | None = None):
-    """A Matterport simulator policy (`ttw_jax.core.env`) driven by `model`.
+    """A Matterport simulator policy (`ttw_jax.core.env`) driven by `model`: an `RCMAgent` or
+    any module with its interface (`ttw_jax.rxr.valan.ValanAgent`; methods called by name, the
+    observations' angle encoding of the model's `angle_dim`). `ctx`, `ctx_mask`: its `encode`.
 
     mode 'greedy' takes the argmax, 'sample' samples from the softmax. With `gold` [B, T] and
     `forced` [B] bool, forced rows execute the gold action instead (teacher forcing). Returns
-    (policy, initial carry); the per-step output is {logits, vis_logits, txt_logits}.
+    (policy, initial carry); the per-step output is {logits, vis_logits, txt_logits} and the
+    `value` of a model with a value head.
     """
     if mode not in ("greedy", "sample"):
         raise ValueError(f"mode must be 'greedy' or 'sample', got {mode!r}")
+    angle_dim = getattr(model, "angle_dim", 4)
 
     def policy(carry, state, t, key):
-        obs = jax.vmap(mp.observe, in_axes=(None, 0, None))(graph, state, view_features)
+        obs = jax.vmap(functools.partial(mp.observe, angle_dim=angle_dim),
+                       in_axes=(None, 0, None))(graph, state, view_features)
         lstm, out = model.apply(params, carry, ctx, ctx_mask, obs["views"], obs["cands"],
-                                obs["cand_mask"], t, method=RCMAgent.step)
+                                obs["cand_mask"], t, method="step")
         logits = out["logits"]
         if mode == "greedy":
             action = jnp.argmax(logits, -1)
@@ -173,8 +197,7 @@ def rcm_policy(model: RCMAgent, params, graph, view_features: jax.Array, ctx: ja
             action = jnp.where(forced, gold[:, t], action)
         action = action.astype(jnp.int32)
         prev = jnp.take_along_axis(out["action_features"], action[:, None, None], 1)[:, 0]
-        return (*lstm, prev), action, {k: out[k] for k in ("logits", "vis_logits", "txt_logits")}
+        return (*lstm, prev), action, {k: out[k] for k in OUTPUTS if k in out}
 
-    batch = ctx.shape[0]
-    carry = model.apply(params, batch, method=RCMAgent.initial_carry)
+    carry = model.apply(params, ctx_mask.shape[0], ctx, method="initial_carry")
     return policy, carry

@@ -7,7 +7,9 @@ trainer) runs on the release's layout with no download.
   path, heading, instruction, timed_instruction [{word, start_time, end_time}], edit_distance;
 - `rxr_{split}_follower.jsonl.gz` (not for test splits): demonstration_id, instruction_id,
   annotator_id, path (the guide's, one step short for every other instruction), metrics {ne, sr,
-  spl, dtw, ndtw, sdtw} (straight-line approximations: the readers ignore them);
+  spl, dtw, ndtw, sdtw} of the follower's path against the guide's (`metrics.path_metrics_np`
+  over the graph's geodesics, i.e. the connectivity poses' distances, 3 m success radius: what
+  `follower_metrics` recomputes; the readers ignore them);
 - `pose_traces/rxr_{split}/{instruction_id:06d}_guide_pose_trace.npz` and
   `{demonstration_id:06d}_follower_pose_trace.npz`: pano [n, 1], time [n, 1], audio_time [n, 1]
   (followers), extrinsic_matrix [n, 16] (camera-to-world, three.js y-up frame, row-major),
@@ -33,8 +35,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ttw_jax.core.pano_graph import NodeTable, PanoGraph
+from ttw_jax.core.pano_graph import NodeTable, PanoGraph, distances_from
 from ttw_jax.core.vocab import tokenize
+from ttw_jax.rxr.metrics import path_metrics_np
 from ttw_jax.rxr.views import MASK_SHAPE, observed_pixels, view_regions, view_weights
 
 SECONDS_PER_VIEWPOINT = 3.0
@@ -115,7 +118,6 @@ def write_release(manual_dir: str, graph: PanoGraph, nodes: NodeTable,
     follower files; the words timed as the traces would time them): a release for the `guide`
     configs, written about 50x faster."""
     rng = np.random.default_rng(seed)
-    positions = np.asarray(graph.positions)
     counts = {}
     for split, records in records_by_split.items():
         traces = os.path.join(manual_dir, "pose_traces", f"rxr_{split}")
@@ -177,19 +179,26 @@ def write_release(manual_dir: str, graph: PanoGraph, nodes: NodeTable,
                     f_masks[min(f_spoken[w], len(f_nodes) - 1), s] = True
             f_arrays["text_masks"] = f_masks
             np.savez(os.path.join(traces, f"{demo:06d}_follower_pose_trace.npz"), **f_arrays)
-            ne = float(np.linalg.norm(positions[f_nodes[-1]] - positions[path_nodes[-1]]))
-            sr = float(ne < 3.0)
             followers.append({
                 "demonstration_id": demo, "instruction_id": iid, "annotator_id": int(iid % 5),
-                "path": f_path, "metrics": {"ne": ne, "sr": sr, "spl": sr, "dtw": ne,
-                                            "ndtw": math.exp(-ne / 3.0),
-                                            "sdtw": sr * math.exp(-ne / 3.0)}})
+                "path": f_path, "metrics": _follower_metrics(graph, f_nodes, path_nodes)})
         name = "rxr_test_standard_public_guide" if split in TEST_SPLITS else f"rxr_{split}_guide"
         _write_jsonl(os.path.join(manual_dir, f"{name}.jsonl.gz"), guides)
         if followers:
             _write_jsonl(os.path.join(manual_dir, f"rxr_{split}_follower.jsonl.gz"), followers)
         counts[split] = len(guides)
     return counts
+
+
+def _follower_metrics(graph: PanoGraph, path: Sequence[int], ref: Sequence[int]
+                      ) -> dict[str, float]:
+    """The release's follower `metrics` {ne, sr, spl, dtw, ndtw, sdtw} of node path `path`
+    against `ref`, over the graph's geodesics."""
+    nodes = sorted(set(path) | set(ref))
+    local = {n: i for i, n in enumerate(nodes)}
+    dist = distances_from(graph, nodes, weighted=True)[:, nodes]
+    m = path_metrics_np([local[n] for n in path], [local[n] for n in ref], dist)
+    return {k: m[k] for k in ("ne", "sr", "spl", "dtw", "ndtw", "sdtw")}
 
 
 def _write_jsonl(path: str, rows: Sequence[dict]) -> None:

@@ -17,7 +17,8 @@ the `rxr` builder and the trainers use:
 
 Annotations are parsed without their pose traces and text features (`bodies=False` of the
 readers, which stop at the first bad one), then those files are checked one by one. Unlike a run, it reports one line per bad
-file (file, then line, entry, key or field) and goes on.
+file (file, then line, entry, key or field) and goes on. The follower files' stored `metrics` are
+recomputed apart, by `ttw_jax.rxr.follower_metrics` (`python -m experiments.validate` runs both).
 """
 from __future__ import annotations
 

@@ -16,17 +16,27 @@ Formats (`--config.data.features=<file>`; the suffix picks the reader):
 TSV and HDF5 files are converted once (`convert`, with a progress bar) into a cache folder
 `<cache_dir>/<file name>-<hash of its path>/`: `features.f16` (float16 [V, 36, D], read
 memory-mapped), `ids.json` (`"scan/viewpoint"` per row) and `meta.json` (the shape, the source's
-size and modification time, and each row's line in the TSV). A restart reads the cache and
-decodes no base64; a source whose size or modification time changed is converted again, so the
-cache never serves stale features. With several JAX processes process 0 converts and the others
-wait at a barrier.
+content fingerprint, and each row's line in the TSV). A restart reads the cache and decodes no
+base64. The cache is keyed by content, not by size and modification time, which another feature
+file of the same shape copied over the source with `cp -p` keeps: `fingerprint` is a SHA-256 of
+the file's size and bytes -- all of them up to `FINGERPRINT_WHOLE` (8 MiB), else
+`FINGERPRINT_CHUNKS` (128) chunks of `FINGERPRINT_CHUNK` (64 KiB) at evenly spaced offsets, the
+first at the start (a TSV's first rows or header) and the last at the end (its last rows). That
+reads 8 MiB per start, where hashing a 4 GB TSV whole would read all of it on every start. A
+sampled chunk of a TSV lies within one or two rows (a row of 2,048-d features is about 400 KB
+of text), so a file whose rows hold other values does not match; a file of the same size
+edited only between the samples would (convert such a file under a new name, or delete its cache
+folder). A source whose fingerprint differs is converted again. With several JAX processes
+process 0 converts and the others wait at a barrier.
 
-`feature_table(path, nodes, cache_dir)` gives the [N, 36, D] rows of a graph's nodes. Bad input is
-named by file, line (TSV), dataset (HDF5) or array (npz) and field: a wrong number of fields or
-views, a feature size that differs between rows, base64 that does not decode (a truncated file),
-non-finite values or values beyond float16's range, a viewpoint listed twice, a row of a loaded
-scan whose viewpoint is not in that scan's connectivity graph; and the graph's viewpoints without
-features, counted.
+`feature_table(path, nodes, cache_dir, extra_viewpoints=...)` gives the [N, 36, D] rows of a
+graph's nodes. Bad input is named by file, line (TSV), dataset (HDF5) or array (npz) and field: a
+wrong number of fields or views, a feature size that differs between rows, base64 that does not
+decode (a truncated file), non-finite values or values beyond float16's range, a viewpoint listed
+twice, a row of a loaded scan whose viewpoint is not in that scan's connectivity graph (unless
+`extra_viewpoints="skip"`, `data.features_extra_viewpoints`: such rows are then skipped, and
+counted in a log line per file with a few of their ids); and the graph's viewpoints without
+features, counted. Rows of scans the graph does not hold are always skipped.
 """
 from __future__ import annotations
 
@@ -35,6 +45,8 @@ import binascii
 import hashlib
 import json
 import os
+import zipfile
+import zlib
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -48,7 +60,11 @@ from ttw_jax.rxr.views import NUM_VIEWS
 
 TSV_FIELDS = ("scanId", "viewpointId", "image_w", "image_h", "vfov", "features")
 FORMATS = {".tsv": "tsv", ".h5": "hdf5", ".hdf5": "hdf5", ".npz": "npz"}
-CACHE_VERSION = 1
+CACHE_VERSION = 2   # 2: keyed by content (`fingerprint`), not by size and modification time
+FINGERPRINT_WHOLE = 8 << 20   # files up to this size are hashed whole
+FINGERPRINT_CHUNKS, FINGERPRINT_CHUNK = 128, 64 << 10
+# what `feature_table` does with a row of a loaded scan whose viewpoint its graph lacks
+EXTRA_VIEWPOINTS = ("refuse", "skip")
 FLOAT16_MAX = float(np.finfo(np.float16).max)
 HINT = ("view features: a Matterport3DSimulator TSV (img_features/ResNet-152-imagenet.tsv: "
         "scanId, viewpointId, image_w, image_h, vfov, base64 float32 [36, D]), an HDF5 file "
@@ -185,31 +201,44 @@ def cache_folder(path: str, cache_dir: str) -> str:
     return os.path.join(cache_dir, f"{os.path.basename(full)}-{digest}")
 
 
-def _source_stamp(path: str) -> dict:
-    """Size and modification time (ns locally; a bucket's own resolution elsewhere)."""
-    if paths.is_local(path):
-        st = os.stat(paths.resolve(path))
-        return {"size": int(st.st_size), "mtime_ns": int(st.st_mtime_ns)}
-    st = paths.resolve(path).stat()
-    return {"size": int(st.length), "mtime": float(st.mtime)}
+def fingerprint(path: str) -> dict:
+    """{"size", "sha256"}: the content key of a source file (module docstring): a SHA-256 of
+    its size and of all its bytes up to `FINGERPRINT_WHOLE`, else of `FINGERPRINT_CHUNKS`
+    chunks of `FINGERPRINT_CHUNK` bytes at evenly spaced offsets from its start to its end."""
+    source = paths.resolve(path)
+    digest = hashlib.sha256()
+    with source.open("rb") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        digest.update(f"size {size}\n".encode("ascii"))
+        if size <= FINGERPRINT_WHOLE:
+            f.seek(0)
+            digest.update(f.read())
+        else:
+            last = size - FINGERPRINT_CHUNK
+            for k in range(FINGERPRINT_CHUNKS):
+                offset = last * k // (FINGERPRINT_CHUNKS - 1)
+                f.seek(offset)
+                digest.update(f"{offset}\n".encode("ascii") + f.read(FINGERPRINT_CHUNK))
+    return {"size": int(size), "sha256": digest.hexdigest()}
 
 
 def convert(path: str, cache_dir: str, progress: bool = True) -> str:
     """Converts a TSV or HDF5 view-feature file into its cache folder (module docstring) unless
-    a cache of the same file (same size and modification time) is there; returns the folder."""
+    a cache of the same content (`fingerprint`) is there; returns the folder."""
     fmt = file_format(path)
     if fmt == "npz":
         raise ValueError(f"{path}: an .npz is read directly, not converted")
     folder = cache_folder(path, cache_dir)
-    stamp = _source_stamp(path)
+    stamp = fingerprint(path)
     meta_path = os.path.join(folder, "meta.json")
     if os.path.isfile(meta_path):
         with open(meta_path, encoding="utf-8") as f:
             meta = json.load(f)
         if meta.get("version") == CACHE_VERSION and meta.get("source") == stamp:
             return folder
-        logging.warning("%s changed since %s was converted (size / modification time): "
-                        "converting it again", path, folder)
+        logging.warning("%s is not the file %s was converted from (its content fingerprint "
+                        "differs): converting it again", path, folder)
     os.makedirs(cache_dir, exist_ok=True)
     tmp = f"{folder}.tmp.{os.getpid()}"
     os.makedirs(tmp, exist_ok=True)
@@ -271,7 +300,7 @@ def _npz(path: str) -> tuple[list[str], np.ndarray]:
     source = paths.resolve(path)
     try:
         z = np.load(source.open("rb"), allow_pickle=False)
-    except (OSError, ValueError, EOFError) as e:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:   # e.g. a truncated file
         raise ViewFeatureError(f"{path}: not a readable .npz file ({e})") from None
     if not hasattr(z, "files"):
         raise ViewFeatureError(f"{path}: a single array, expected an .npz archive ({HINT})")
@@ -284,6 +313,8 @@ def _npz(path: str) -> tuple[list[str], np.ndarray]:
         except ValueError:
             raise ViewFeatureError(f"{path}: array 'ids' or 'features' holds Python objects "
                                    "(needs pickle, refused); save strings and numbers") from None
+        except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+            raise ViewFeatureError(f"{path}: not a readable .npz file ({e})") from None
     ids = [str(i) if "/" in str(i) else str(i).replace("_", "/", 1) for i in raw_ids.tolist()]
     if feats.ndim != 3 or feats.shape[:2] != (len(ids), NUM_VIEWS) or feats.dtype.kind not in "fiu":
         raise ViewFeatureError(f"{path}: array 'features' is {feats.dtype} {feats.shape}, "
@@ -324,24 +355,38 @@ def source_rows(path: str, cache_dir: str) -> tuple[list[str], np.ndarray, list[
     return ids, feats, [_where(path, fmt, loc) for loc in meta["where"]]
 
 
-def feature_table(path: str, nodes: NodeTable, cache_dir: str, dtype=np.float32) -> np.ndarray:
+def feature_table(path: str, nodes: NodeTable, cache_dir: str, dtype=np.float32,
+                  extra_viewpoints: str = "refuse") -> np.ndarray:
     """[N, 36, D] `dtype` features of the graph's nodes (`nodes.ids`, "scan/viewpoint") from a
     view-feature file (any accepted format). Rows of scans the graph does not hold are skipped;
-    a row of a scan it holds whose viewpoint it lacks, or graph viewpoints without a row, are
-    ViewFeatureErrors (the latter counted)."""
+    a row of a scan it holds whose viewpoint it lacks is a ViewFeatureError naming
+    `data.features_extra_viewpoints`, or with `extra_viewpoints="skip"` skipped (their number
+    and a few ids logged); graph viewpoints without a row are a ViewFeatureError (counted)."""
+    if extra_viewpoints not in EXTRA_VIEWPOINTS:
+        raise ValueError(f"data.features_extra_viewpoints must be one of {EXTRA_VIEWPOINTS}, "
+                         f"got {extra_viewpoints!r}")
     ids, feats, where = source_rows(path, cache_dir)
     node_of = {v: i for i, v in enumerate(nodes.ids)}
     scans = {v.split("/", 1)[0] for v in nodes.ids}
     rows = np.full(len(nodes.ids), -1, np.int64)
+    extra = []
     for r, key in enumerate(ids):
         i = node_of.get(key)
         if i is None:
             if key.split("/", 1)[0] in scans:
+                if extra_viewpoints == "skip":
+                    extra.append(key)
+                    continue
                 raise ViewFeatureError(
                     f"{where[r]}: field 'viewpointId': {key.split('/', 1)[1]} is not a viewpoint "
-                    f"of scan {key.split('/', 1)[0]}'s connectivity graph (included viewpoints)")
+                    f"of scan {key.split('/', 1)[0]}'s connectivity graph (included viewpoints; "
+                    "--config.data.features_extra_viewpoints=skip skips such rows)")
             continue
         rows[i] = r
+    if extra:
+        logging.warning("%s: skipped %d rows of viewpoints that the loaded scans' connectivity "
+                        "graphs lack (data.features_extra_viewpoints=skip), e.g. %s", path,
+                        len(extra), extra[:3])
     missing = [nodes.ids[i] for i in np.nonzero(rows < 0)[0]]
     if missing:
         raise ViewFeatureError(f"{path}: {len(missing)} of the {len(nodes.ids)} viewpoints of the "

@@ -4,8 +4,9 @@ Views are 12 headings (0, 30, ..., 330 degrees, clockwise from +y like the graph
 times 3 elevations (-30, 0, +30 degrees); view index = elevation_index * 12 + heading_index.
 
 A view-feature table is [N, 36, D] float32 (row = graph node, views in absolute orientation):
-- user features (`load_view_features`): an `.npz` with `ids` (viewpoint ids "scan/viewpoint" or
-  "scan_viewpoint") and `features` [V, 36, D] (e.g. ResNet-152 pooled features per view);
+- user features: the files VLN codebases ship (the Matterport3DSimulator TSV, per-viewpoint
+  HDF5, or an `.npz` of `ids` and `features` [V, 36, D]), read by
+  `ttw_jax.rxr.view_features.feature_table`;
 - synthetic features (`synthetic_view_features`): each view shows the landmark of the neighbour
   that lies in it (an embedding of its id, `ttw_jax.rxr.synthetic.node_landmarks`) plus noise;
 - none (D = 0): the agent sees only the angle encodings (`angle_features`) of views and
@@ -20,9 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ttw_jax.core import paths
-from ttw_jax.core.pano_graph import NodeTable, PanoGraph
-from ttw_jax.core.records import damaged
+from ttw_jax.core.pano_graph import PanoGraph
 
 NUM_HEADINGS, NUM_ELEVATIONS = 12, 3
 NUM_VIEWS = NUM_HEADINGS * NUM_ELEVATIONS
@@ -185,27 +184,3 @@ def synthetic_view_features(graph: PanoGraph, landmarks: np.ndarray, num_landmar
     rows, slots = np.nonzero(nb >= 0)
     np.add.at(out, (rows, view[rows, slots]), emb[np.asarray(landmarks)[nb[rows, slots]]])
     return out
-
-
-def load_view_features(path: str, nodes: NodeTable) -> np.ndarray:
-    """[N, 36, D] float32 from a user `.npz` (`ids` [V] str, `features` [V, 36, D]); every node
-    of `nodes` must be present (ids "scan/viewpoint" or "scan_viewpoint")."""
-    if not paths.exists(path):
-        raise FileNotFoundError(f"view-feature file missing: {path} (an .npz with 'ids' [V] and "
-                                f"'features' [V, 36, D]; see BUILD.md, Room-across-Room)")
-    with damaged(path, ValueError), paths.load_numpy(path) as z:
-        if not hasattr(z, "files"):
-            raise ValueError(f"{path}: a single array, expected an .npz with 'ids' and 'features'")
-        for key in ("ids", "features"):
-            if key not in z:
-                raise ValueError(f"{path}: missing array '{key}'")
-        ids = [str(i).replace("_", "/", 1) if "/" not in str(i) else str(i) for i in z["ids"]]
-        feats = z["features"]
-    if feats.ndim != 3 or feats.shape[:2] != (len(ids), NUM_VIEWS):
-        raise ValueError(f"{path}: 'features' has shape {feats.shape}, expected "
-                         f"[{len(ids)}, {NUM_VIEWS}, D]")
-    row = {v: i for i, v in enumerate(ids)}
-    missing = [v for v in nodes.ids if v not in row]
-    if missing:
-        raise ValueError(f"{path}: no features for {len(missing)} viewpoints, e.g. {missing[:3]}")
-    return np.asarray(feats[[row[v] for v in nodes.ids]], np.float32)

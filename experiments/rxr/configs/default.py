@@ -3,7 +3,8 @@ graphs, synthetic view features (each view shows its neighbour's landmark); minu
 
 The synthetic data need the Matterport connectivity files (`data.connectivity_dir`, e.g.
 ../shared/data/matterport/connectivity). Ablations: `--config.model.name=language_only` (angle
-features only) or `vision_only` (the instruction is never read).
+features only) or `vision_only` (the instruction is never read). `--config.model.arch=valan
+--config.loss.pg=actor_critic`: the VALAN agent and learner (`configs/paper.py`'s).
 """
 import ml_collections
 
@@ -34,11 +35,24 @@ def get_config():
     # each navigable direction's edge length and neighbour degree (not in the paper's agent:
     # off in configs/rxr.py)
     c.model.structure_features = True
+    # rcm: RCMAgent (the keys above and value_hidden); valan: ValanAgent (ttw_jax/rxr/valan.py:
+    # model.valan's sizes, VALAN's R2R agent by default, and embed_dim for word embeddings);
+    # either takes model.name
+    c.model.arch = "rcm"
+    c.model.value_hidden = 0       # rcm: > 0 adds a value head that wide (actor-critic), 0 none
+    c.model.angle_dim = 4          # angle encoding of views and directions: 4 | 128 (Fried et al.)
+    c.model.valan = ml_collections.ConfigDict(dict(
+        encoder=256, encoder_layers=2,     # bidirectional LSTMs, units per direction
+        decoder=512, decoder_layers=2,     # stacked LSTMs
+        text_attention=512, visual_attention=256, action=256, value_hidden=64,
+        embed_action=True))                # the previous action's encoding a decoder input
 
     c.batch_size = 32              # half behavioural cloning, half policy gradient
     # Adam (Ku et al. 2020 use 1e-4; 5e-4 fits a CPU budget); optim.schedule=cosine decays to
-    # end_fraction (5%) of it at num_steps.
-    c.optim = optim_config(learning_rate=5e-4, grad_clip=5.0, end_fraction=0.05)
+    # end_fraction (5%) of it at num_steps; exponential (configs/paper.py): x decay_rate every
+    # decay_steps (VALAN's), continuously.
+    c.optim = optim_config(learning_rate=5e-4, grad_clip=5.0, end_fraction=0.05,
+                           decay_rate=0.8, decay_steps=5000)
     c.num_steps = 3000
     c.eval_every = 250             # dev metric (eval.metric), checkpoint, early stopping
     c.patience = 4
@@ -53,6 +67,13 @@ def get_config():
     c.loss.gamma = 0.9
     c.loss.stop_reward = 1.0       # end-of-episode reward stop_reward * (1 - NE / radius)
     c.loss.entropy_weight = 0.01
+    # sum: the entropy over the valid actions | mean: divided by the action slots, the absent
+    # directions included (VALAN's mean over the logits)
+    c.loss.entropy_norm = "sum"
+    # reinforce: return minus the batch mean | actor_critic: V-trace (on-policy) advantages and a
+    # value loss weighted baseline_cost (VALAN's learner; model.arch=valan's value head)
+    c.loss.pg = "reinforce"
+    c.loss.baseline_cost = 0.5
     # attention-grounding losses (only where pose-trace masks exist), one weight per attention,
     # at the steps of `grounding_steps`: cloned (the cloning rows' reference steps) |
     # on_gold_path (every step at which the agent's path so far is the reference's prefix)
@@ -89,6 +110,9 @@ def get_config():
     c.data.features = "synthetic"
     c.data.feature_dtype = "float32"   # of the device table: float32 | bfloat16 (half the memory)
     c.data.features_cache = ""     # where .tsv / .hdf5 files are converted (local; "" = default)
+    # a row of a loaded scan whose viewpoint its connectivity graph lacks: refuse (an error naming
+    # the file and line) | skip (skipped; counted with a few ids in a log line per file)
+    c.data.features_extra_viewpoints = "refuse"
     # Matterport house segmentations (<house_dir>/<scan>/house_segmentations/<scan>.house): the
     # metrics' distances between panorama centres, as VALAN; "": the connectivity poses
     c.data.house_dir = ""

@@ -12,6 +12,7 @@ import threading
 from typing import Any, Callable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from flax.training import train_state
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
@@ -43,16 +44,22 @@ def check_batch_size(batch_size: int, mesh: Mesh) -> None:
                          f"of the '{AXIS}' mesh; pick a multiple of {mesh.size}")
 
 
-def make_train_step(loss_fn: LossFn, mesh: Mesh, donate: bool = True, num_consts: int = 0):
+def make_train_step(loss_fn: LossFn, mesh: Mesh, donate: bool = True, num_consts: int = 0,
+                    learning_rate=None):
     """Returns step(state, batch, rng, *consts) -> (state, metrics), jitted over `mesh`.
 
     `loss_fn(params, batch, rng, *consts) -> (loss, metrics)` computes the mean over the global
     batch. `consts` are replicated inputs that are not trained (a graph, a feature table): passed
     as arguments, never baked into the program. The input state's buffers are donated.
+    `learning_rate` (the optimizer's schedule, or a constant): the metrics also hold the
+    `learning_rate` of the step's update.
     """
     def step(state: train_state.TrainState, batch, rng, *consts):
         (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(
             state.params, batch, rng, *consts)
+        if learning_rate is not None:
+            lr = learning_rate(state.step) if callable(learning_rate) else learning_rate
+            metrics = {**metrics, "learning_rate": jnp.asarray(lr, jnp.float32)}
         return state.apply_gradients(grads=grads), metrics
 
     repl, data = replicated(mesh), batch_sharded(mesh)

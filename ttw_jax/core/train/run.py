@@ -35,17 +35,24 @@ from ttw_jax.core.train.loop import fit
 from ttw_jax.core.train.workdir import check_workdir_config, write_results
 
 INIT, STEPS, EVAL = 0, 1, 2
-SCHEDULES = ("constant", "cosine")
+SCHEDULES = ("constant", "cosine", "exponential")
 MODES = ("max", "min")
 
 
 def optim_config(learning_rate: float, grad_clip: float = 0.0, schedule: str = "constant",
                  warmup_steps: int = 0, end_fraction: float = 0.0,
-                 weight_decay: float = 0.0) -> ml_collections.ConfigDict:
-    """The `optim` section of an experiment config (see `make_optimizer`)."""
-    return ml_collections.ConfigDict(dict(
-        learning_rate=learning_rate, grad_clip=grad_clip, schedule=schedule,
-        warmup_steps=warmup_steps, end_fraction=end_fraction, weight_decay=weight_decay))
+                 weight_decay: float = 0.0, decay_rate: float | None = None,
+                 decay_steps: int | None = None) -> ml_collections.ConfigDict:
+    """The `optim` section of an experiment config (see `make_optimizer`). `decay_rate` and
+    `decay_steps` (the exponential schedule's) are keys only when given, so the configs that do
+    not decay keep the keys they had."""
+    c = dict(learning_rate=learning_rate, grad_clip=grad_clip, schedule=schedule,
+             warmup_steps=warmup_steps, end_fraction=end_fraction, weight_decay=weight_decay)
+    if decay_rate is not None:
+        c["decay_rate"] = decay_rate
+    if decay_steps is not None:
+        c["decay_steps"] = decay_steps
+    return ml_collections.ConfigDict(c)
 
 
 def check_schedule(schedule: str) -> None:
@@ -56,10 +63,20 @@ def check_schedule(schedule: str) -> None:
 
 def learning_rate_schedule(optim: ml_collections.ConfigDict, num_steps: int):
     """`constant`: the peak `learning_rate`; `cosine`: a linear warm-up over `warmup_steps` from 0,
-    then a cosine decay to `end_fraction` of the peak at `num_steps`."""
+    then a cosine decay to `end_fraction` of the peak at `num_steps`; `exponential`:
+    `learning_rate * decay_rate ** (step / decay_steps)`, continuous (tf.keras'
+    `ExponentialDecay` default, staircase=False: x0.8 at step 5,000 and smoothly between),
+    with `optim.decay_rate` in (0, 1] and `optim.decay_steps` > 0 (keys of the config)."""
     check_schedule(optim.schedule)
     if optim.schedule == "constant":
         return optim.learning_rate
+    if optim.schedule == "exponential":
+        rate, steps = optim.get("decay_rate"), optim.get("decay_steps")
+        if rate is None or steps is None or not 0 < rate <= 1 or steps <= 0:
+            raise ValueError("optim.schedule=exponential needs optim.decay_rate in (0, 1] and "
+                             f"optim.decay_steps > 0, got decay_rate={rate!r}, "
+                             f"decay_steps={steps!r}")
+        return optax.exponential_decay(optim.learning_rate, int(steps), rate)
     if optim.schedule == "cosine":
         if optim.warmup_steps == 0:
             return optax.cosine_decay_schedule(optim.learning_rate, num_steps,
