@@ -320,9 +320,11 @@ def test_the_paper_config_is_valans_where_the_paper_is_silent():
      "optim.schedule=exponential needs"),
 ])
 def test_bad_agent_settings_are_named(overrides, message, tmp_path):
+    """Refused before any data is read or written (no dataset built, nothing in the workdir)."""
+    tfds, workdir = tmp_path / "tfds", tmp_path / "run"
     with pytest.raises(ValueError, match=message):
-        RXR.train.train_and_evaluate(RXR.config("unused", **overrides), str(tmp_path))
-    assert not any(tmp_path.iterdir())
+        RXR.train.train_and_evaluate(RXR.config(str(tfds), **overrides), str(workdir))
+    assert not tfds.exists() and (not workdir.exists() or not any(workdir.iterdir()))
 
 
 @pytest.mark.slow
