@@ -67,13 +67,9 @@ def num(s: str) -> float:
     return float(s.replace(",", ""))
 
 
-def data_path(data_dir: str, *parts: str) -> str:
-    return os.path.join(data_dir, *parts)
-
-
 def bench_touchdown_env(quick, data_dir=SHARED) -> list[dict]:
     out = script("experiments.benchmarks.touchdown_env_bench", "--batch_sizes=1024",
-                 f"--graph_dir={data_path(data_dir, 'touchdown', 'graph')}",
+                 f"--graph_dir={os.path.join(data_dir, 'touchdown', 'graph')}",
                  f"--repeats={2 if quick else 5}", f"--python_seconds={1 if quick else 3}")
     m = re.search(r"^\s*1024\s+([\d,]+)\s+([\d,]+)", out, re.M)
     fast, slow = num(m[1]), num(m[2])
@@ -83,7 +79,7 @@ def bench_touchdown_env(quick, data_dir=SHARED) -> list[dict]:
 
 def bench_arramon_env(quick, data_dir=SHARED) -> list[dict]:
     out = script("experiments.benchmarks.arramon_env_bench", "--batch_sizes=1024",
-                 f"--data={data_path(data_dir, 'arramon', 'val_seen.json')}",
+                 f"--data={os.path.join(data_dir, 'arramon', 'val_seen.json')}",
                  f"--repeats={2 if quick else 5}")
     m = re.search(r"^\| navigation \| 1,024 \| [^|]+\| ([\d,]+) \| ([\d,]+)", out, re.M)
     fast, slow = num(m[1]), num(m[2])
@@ -93,7 +89,7 @@ def bench_arramon_env(quick, data_dir=SHARED) -> list[dict]:
 
 def bench_rcm(peak, quick, data_dir=SHARED) -> list[dict]:
     out = script("experiments.benchmarks.rxr_rollout_bench", "--batch_sizes=1024",
-                 f"--connectivity_dir={data_path(data_dir, 'matterport', 'connectivity')}",
+                 f"--connectivity_dir={os.path.join(data_dir, 'matterport', 'connectivity')}",
                  f"--repeats={1 if quick else 3}", f"--horizon={10 if quick else 20}")
     scan = re.search(r"^\s*1024\s+scan\s+([\d,]+)", out, re.M)
     loop = re.search(r"^\s*1024\s+loop\s+([\d,]+)", out, re.M)
@@ -180,11 +176,11 @@ def bench_device_envs(sizes: dict, data_dir: str = SHARED) -> list[dict]:
     """The simulators at `episodes` parallel episodes (random actions)."""
     n, size = sizes["episodes"], sizes["label"]
     out = script("experiments.benchmarks.touchdown_env_bench", f"--batch_sizes={n}",
-                 f"--graph_dir={data_path(data_dir, 'touchdown', 'graph')}",
+                 f"--graph_dir={os.path.join(data_dir, 'touchdown', 'graph')}",
                  "--repeats=2", "--python_seconds=0.2")
     td = num(re.search(rf"^\s*{n}\s+([\d,]+)", out, re.M)[1])
     out = script("experiments.benchmarks.arramon_env_bench", f"--batch_sizes={n}",
-                 f"--data={data_path(data_dir, 'arramon', 'val_seen.json')}",
+                 f"--data={os.path.join(data_dir, 'arramon', 'val_seen.json')}",
                  "--repeats=2", "--python_seconds=0.2")
     ar = num(re.search(rf"^\| navigation \| {n:,} \| [^|]+\| ([\d,]+)", out, re.M)[1])
     return [row(f"Touchdown simulator, random policy, {n:,} episodes at once ({size})",
@@ -197,7 +193,7 @@ def bench_device_rcm(sizes: dict, data_dir: str = SHARED) -> list[dict]:
     """The RCM policy rollouts at batch `rcm`."""
     b = sizes["rcm"]
     out = script("experiments.benchmarks.rxr_rollout_bench", f"--batch_sizes={b}", "--repeats=1",
-                 f"--connectivity_dir={data_path(data_dir, 'matterport', 'connectivity')}",
+                 f"--connectivity_dir={os.path.join(data_dir, 'matterport', 'connectivity')}",
                  "--horizon=10")
     scan = num(re.search(rf"^\s*{b}\s+scan\s+([\d,]+)", out, re.M)[1])
     return [row(f"RCM policy rollouts in one scan, batch {b:,} ({sizes['label']})",
@@ -307,7 +303,7 @@ def run(args) -> list[str]:
     data_dir = getattr(args, "data_dir", "") or SHARED
     columns = [stored_run(f) for f in args.column_from]
     # The bound first: its figure includes compiling, so nothing may have compiled it before.
-    tables, what = (ttw_tables(data_path(data_dir, "ttw", "maps"))
+    tables, what = (ttw_tables(os.path.join(data_dir, "ttw", "maps"))
                     if NEEDS_TABLES & set(chosen) else (None, ""))
     sizes = peak_sizes(args.quick)
     peaks, rows = {}, []
