@@ -37,7 +37,7 @@ import optax
 
 from ttw_jax.core import viz
 from ttw_jax.core.train import provenance
-from ttw_jax.core.train.loop import PREPARE_ONLY_ENV, DataPrepared, Profiler
+from ttw_jax.core.train.loop import Profiler, stop_if_preparing
 from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.core.train.run import INIT, STEPS, Run, check_eval, make_optimizer
 from ttw_jax.core.train.workdir import profile_window
@@ -196,8 +196,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     check_config(config)
     run = Run.start(config, workdir, batch_sizes=())
     data = load_data(config)
-    if os.environ.get(PREPARE_ONLY_ENV) == "1":    # its own epoch loop, not `fit`
-        raise DataPrepared(f"data prepared for {workdir}; stopped before training")
+    stop_if_preparing(workdir)    # its own epoch loop, not `fit`
     corners, inputs, table = data["corners"], data["inputs"], data["word_table"]
     valid_mask = lf.random_split(len(corners), config.seed, config.valid_fraction)
     idx = {"train": np.flatnonzero(~valid_mask), "valid": np.flatnonzero(valid_mask)}

@@ -36,6 +36,13 @@ class DataPrepared(Exception):
     """Raised by `fit` under `PREPARE_ONLY_ENV=1`: the data is prepared, nothing trained."""
 
 
+def stop_if_preparing(workdir) -> None:
+    """Raises `DataPrepared` under `--prepare_only` (`PREPARE_ONLY_ENV=1`): called where a run's
+    training would start (`fit`, and a trainer with its own loop)."""
+    if os.environ.get(PREPARE_ONLY_ENV) == "1":
+        raise DataPrepared(f"data prepared for {workdir}; stopped before training")
+
+
 class Preempted(SystemExit):
     """Raised by `fit` after a SIGTERM, once the state is checkpointed: exits the process with
     status 0 (a TPU VM's preemption notice); rerunning the same command resumes exactly."""
@@ -148,8 +155,7 @@ def fit(state: Any, *, config: ml_collections.ConfigDict, workdir: str, writer: 
     """
     if mode not in ("max", "min"):
         raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
-    if os.environ.get(PREPARE_ONLY_ENV) == "1":
-        raise DataPrepared(f"data prepared for {workdir}; stopped before training")
+    stop_if_preparing(workdir)
     sign = 1.0 if mode == "max" else -1.0
     ckpt = Checkpointer(paths.resolve(workdir) / "checkpoints", config.max_checkpoints)
     best_params = state.params
