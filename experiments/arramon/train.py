@@ -36,7 +36,7 @@ from ttw_jax.core import paths, tfds as ttw_tfds
 from ttw_jax.arramon import (dataset as arramon_data, episodes as ae, evaluation as arr_eval,
                              figures, metrics as arramon_metrics, predictions,
                              records as arramon_records, views as arramon_view)
-from ttw_jax.arramon import features as arramon_features, losses
+from ttw_jax.arramon import features as arramon_features, losses, render
 from ttw_jax.arramon.model import PhaseAgent, num_params
 from ttw_jax.core.chunks import map_in_chunks
 from ttw_jax.core.stream import BatchStream
@@ -155,6 +155,8 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
         walkable[s] = walk
         if uses_features(config):
             add_features(episodes[s], walk, records[s], d)
+        if rendered_views(config):
+            episodes[s].update(render.demonstration_keys(walk, episodes[s]))
     return dict(vocab=vocab, episodes=episodes, walkable=walkable,
                 records={s: records[s] for s in wanted})
 
@@ -177,7 +179,27 @@ def uses_features(config: ml_collections.ConfigDict) -> bool:
 def symbolic_views(config: ml_collections.ConfigDict) -> bool:
     """Does the agent see the simulator's symbolic views (`views`), a synthetic stand-in for the
     release's images: a trained V/L or V/O without `data.features_dir`."""
-    return config.mode == "train" and config.model.name != "lo" and not config.data.features_dir
+    return (config.mode == "train" and config.model.name != "lo" and not config.data.features_dir
+            and not config.data.rendered_views)
+
+
+def rendered_views(config: ml_collections.ConfigDict) -> bool:
+    """Does the agent see rendered image features (`ttw_jax.arramon.render`, synthetic cities
+    only): a trained V/L or V/O with `data.rendered_views`, evaluated with the true view at its
+    own pose and, as a second row, with the nearest recorded pose's view (the proxy of runs on
+    the release's features)."""
+    return (config.mode == "train" and config.model.name != "lo" and config.data.rendered_views
+            and not config.data.features_dir)
+
+
+def perceptions(config: ml_collections.ConfigDict) -> dict:
+    """{mode: (navigation, assembly) view builders} of a `rendered_views` run (`render.PERCEPTIONS`);
+    empty otherwise (the modules' own views)."""
+    if not rendered_views(config):
+        return {}
+    codes = render.codebook(NUM_ATTRS, config.data.render_width, config.data.render_seed)
+    return {mode: render.perception(codes, NUM_ATTRS, NUM_TYPES, mode)
+            for mode in render.PERCEPTIONS}
 
 
 def hidden_splits(config: ml_collections.ConfigDict) -> tuple[str, ...]:
@@ -190,6 +212,10 @@ def check_data_config(config: ml_collections.ConfigDict) -> None:
     `data.allow_synthetic_perception`) and any use of a hidden split that needs its references
     (training, model selection, partitions, the baselines mode's metrics)."""
     d = config.data
+    if d.rendered_views and d.tfds_config != "synthetic":
+        raise ValueError("data.rendered_views renders synthetic cities (ttw_jax.arramon.render); "
+                         f"data.tfds_config={d.tfds_config!r} is the release, whose views are "
+                         "its recorded features (data.features_dir)")
     provenance.check_perception(
         d.tfds_config != "synthetic", symbolic_views(config), d.allow_synthetic_perception,
         f"model.name={config.model.name!r} without data.features_dir (the simulator's "
@@ -235,6 +261,8 @@ def run_provenance(config: ml_collections.ConfigDict, hidden: Sequence[str]) -> 
         seen = provenance.perception_file(d.features_dir, arramon_features.FEATURE_SHAPE[-1])
     elif symbolic_views(config):
         seen = provenance.synthetic_perception(data.get("seed", config.seed), SYMBOLIC_WIDTH)
+    elif rendered_views(config):
+        seen = provenance.synthetic_perception(d.render_seed, d.render_width)
     else:
         seen = provenance.NONE
     seeds = config.eval.baseline_seeds if config.mode == "baselines" else 1
@@ -277,15 +305,16 @@ TF_KEYS = tuple(f"{p}_{k}" for p in arramon_features.PHASES
 
 def build_models(config: ml_collections.ConfigDict, vocab_size: int):
     m = config.model
-    visual = "features" if uses_features(config) else "symbolic"
+    visual = "features" if uses_features(config) or rendered_views(config) else "symbolic"
     make = lambda: PhaseAgent(vocab_size, NUM_ATTRS, m.name, m.embed_dim, m.action_dim, m.hidden,
                               m.dropout, m.logits_from_state, visual)
     return with_dtype(make(), config.dtype), with_dtype(make(), config.dtype)
 
 
-def init_params(models, key: jax.Array) -> dict:
+def init_params(models, key: jax.Array, width: int = arramon_features.FEATURE_SHAPE[-1]) -> dict:
+    """Both modules' parameters; `width`: the feature maps' channels (visual "features")."""
     b, t, m = 2, 2, 3
-    view = ((jnp.zeros((b, t, 49, arramon_features.FEATURE_SHAPE[-1])), jnp.ones((b, t, 49), bool))
+    view = ((jnp.zeros((b, t, 49, width)), jnp.ones((b, t, 49), bool))
             if models[0].visual == "features" else
             (jnp.zeros((b, t, m, 3), jnp.int32), jnp.zeros((b, t, m, arramon_view.GEO_DIM)),
              jnp.ones((b, t, m), bool)))
@@ -365,8 +394,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         return run.finish(results, format_results(results), run_provenance(config, ()))
 
     models = build_models(config, len(data["vocab"]))
+    seen = perceptions(config)
     state = train_state.TrainState.create(apply_fn=models[0].apply,
-                                          params=init_params(models, run.key(INIT)),
+                                          params=init_params(models, run.key(INIT),
+                                                             d.render_width
+                                                             if rendered_views(config) else
+                                                             arramon_features.FEATURE_SHAPE[-1]),
                                           tx=make_optimizer(config.optim, config.num_steps))
     stream = None
     train_records = data["records"][d.train_split]      # turn examples: turn 1 rows, then turn 2
@@ -391,12 +424,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     else:
         train_walk = run.replicate(data["walkable"][d.train_split])
         loss_fn = losses.imitation_loss(*models, NUM_TYPES, config.student_forcing,
-                                        config.train_horizon)
+                                        config.train_horizon, seen.get("true"))
         train_step = dp.make_train_step(loss_fn, run.mesh, num_consts=1)
         sample = dp.episode_sampler(ae.turn_examples(data["episodes"][d.train_split]),
                                     config.batch_size, run.mesh, names=names)
         step_fn = run.step_fn(train_step, sample, train_walk)
-    agent_nav, agent_assem = arr_eval.agent_factories(*models, NUM_TYPES)
+    agent_nav, agent_assem = arr_eval.agent_factories(*models, NUM_TYPES, seen.get("true"))
     agent = arr_eval.make_task_rollout((agent_nav, agent_assem), config.eval.horizon,
                                        config.eval.ctc_rule)
     # Each dev evaluation of this process keeps, by step, the paths of the instances that
@@ -451,6 +484,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         if config.eval.perfect_navigation:
             results[split][f"{config.model.name}_perfect_navigation"] = run_split(
                 perfect_nav, best_params, split)
+        if "nearest_recorded" in seen:     # the same agent under the release runs' proxy
+            proxy = arr_eval.make_task_rollout(
+                arr_eval.agent_factories(*models, NUM_TYPES, seen["nearest_recorded"]),
+                config.eval.horizon, config.eval.ctc_rule)
+            results[split][f"{config.model.name}_{NEAREST_POSE['name']}"] = run_split(
+                proxy, best_params, split)
     if jax.process_index() == 0 and config.eval.num_figures > 0:
         split = d.dev_split
         paths = drawn.get(meta["best_step"])

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ttw_jax.arramon import env, metrics as am
+from ttw_jax.arramon import env, metrics as am, render
 from ttw_jax.arramon.episodes import assembly_start, navigation_start
 from ttw_jax.arramon.model import PhaseAgent, assembly_policy, navigation_policy
 from ttw_jax.core.chunks import map_in_chunks
@@ -34,7 +34,10 @@ EPISODE_KEYS = ("start", "psi0", "turn_heading", "map_index", "objects", "object
 # views [N, 2, T, 49, 2048], the recorded poses [N, 2, T, 3] and which steps were recorded.
 FEATURE_KEYS = tuple(f"{p}_{k}" for p in ("navi", "assem")
                      for k in ("feats", "feat_pose", "recorded"))
-EPISODE_KEYS += FEATURE_KEYS
+# With rendered views (`render`): the demonstration's poses and world per turn, which the
+# nearest-recorded perception reads.
+DEMO_KEYS = render.DEMO_KEYS
+EPISODE_KEYS += FEATURE_KEYS + tuple(k for k in DEMO_KEYS if k not in FEATURE_KEYS)
 # What a rollout needs only for its metrics (or a gold policy): a hidden split's predictions are
 # made without them (`make_task_rollout(..., scored=False)`, `predict`).
 REFERENCE_KEYS = ("navi_path", "navi_path_len", "assem_path", "assem_path_len", "target_pos",
@@ -61,14 +64,19 @@ def gold_assembly_factory(params, consts, batch):
     return replay_policy, batch["assem_actions"]
 
 
-def agent_factories(nav_model: PhaseAgent, assem_model: PhaseAgent,
-                    num_types: int) -> tuple[PolicyFactory, PolicyFactory]:
-    """Greedy decoding of the trained modules; consts = {"navi": params, "assem": params}."""
+def agent_factories(nav_model: PhaseAgent, assem_model: PhaseAgent, num_types: int,
+                    perceive: tuple | None = None) -> tuple[PolicyFactory, PolicyFactory]:
+    """Greedy decoding of the trained modules; consts = {"navi": params, "assem": params}.
+    `perceive`: the (navigation, assembly) view builders of `render.perception`, else the
+    modules' own (`model.navigation_policy`)."""
+    see_nav, see_assem = perceive or (None, None)
+
     def nav(walkable, consts, batch):
-        return navigation_policy(nav_model, consts["navi"], batch)
+        return navigation_policy(nav_model, consts["navi"], batch, perceive=see_nav)
 
     def assem(grid, consts, batch):
-        return assembly_policy(assem_model, consts["assem"], batch, num_types)
+        return assembly_policy(assem_model, consts["assem"], batch, num_types,
+                               perceive=see_assem)
     return nav, assem
 
 
@@ -109,7 +117,7 @@ def make_task_rollout(factories: tuple[PolicyFactory, PolicyFactory],
             turn.update(start=start, heading=heading, present=present, heights=heights,
                         grid_attrs=grid_attrs, turn=jnp.full(start.shape[:1], t, jnp.int32))
             for key in ("navi_tokens", "navi_token_len", "assem_tokens", "assem_token_len",
-                        "navi_actions", "assem_actions") + FEATURE_KEYS:
+                        "navi_actions", "assem_actions") + FEATURE_KEYS + DEMO_KEYS:
                 if key in batch:
                     turn[key] = batch[key][:, t]
             final, traj = _phase(env.step_navigation, env.finish_navigation, walkable,

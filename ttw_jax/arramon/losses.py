@@ -45,7 +45,7 @@ def _imitation(logits: jax.Array, gold: jax.Array, length: jax.Array):
 
 
 def imitation_loss(nav_model: PhaseAgent, assem_model: PhaseAgent, num_types: int,
-                   student_prob: float = 0.0, nav_horizon: int = 0):
+                   student_prob: float = 0.0, nav_horizon: int = 0, perceive: tuple | None = None):
     """loss_fn(params, batch, rng, walkable) -> (mean of navigation and assembly CE, metrics);
     params = {"navi": ..., "assem": ...}. The gold actions drive the simulator inside
     `lax.scan` while each module predicts them from the views the simulator produces; the
@@ -55,21 +55,24 @@ def imitation_loss(nav_model: PhaseAgent, assem_model: PhaseAgent, num_types: in
     step executes the module's own sample with that probability, else the label (the
     demonstration while the agent is on it, the expert's action after it left it), over
     `nav_horizon` steps (0: the padded action length); the loss covers every step taken before
-    the phase ended. Assembly stays teacher-forced."""
+    the phase ended. Assembly stays teacher-forced. `perceive`: the (navigation, assembly)
+    view builders of `render.perception`, else the modules' own."""
     if not 0.0 <= student_prob <= 1.0:
         raise ValueError(f"student_prob must be in [0, 1], got {student_prob}")
+    see_nav, see_assem = perceive or (None, None)
 
     def navigation(params, batch, k_nav, walkable):
         k_words, k_roll = jax.random.split(k_nav)
         start = navigation_start(walkable, batch)
         if student_prob == 0.0:
             policy, carry = navigation_policy(nav_model, params, batch, batch["navi_actions"],
-                                              k_words)
+                                              k_words, see_nav)
             _, _, nav = rollout(env.step_navigation, walkable, start, policy, carry, k_roll,
                                 batch["navi_actions"].shape[1])
             return _imitation(nav.output, batch["navi_actions"], batch["navi_len"])
         policy, carry = navigation_student_policy(
-            nav_model, params, batch, batch_expert(walkable, batch), student_prob, k_words)
+            nav_model, params, batch, batch_expert(walkable, batch), student_prob, k_words,
+            see_nav)
         _, _, nav = rollout(env.step_navigation, walkable, start, policy, carry, k_roll,
                             nav_horizon or batch["navi_actions"].shape[1])
         logits, labels = nav.output
@@ -80,7 +83,7 @@ def imitation_loss(nav_model: PhaseAgent, assem_model: PhaseAgent, num_types: in
         nav_ce, nav_acc = navigation(params["navi"], batch, k_nav, walkable)
         k_words, k_roll = jax.random.split(k_assem)
         policy, carry = assembly_policy(assem_model, params["assem"], batch, num_types,
-                                        batch["assem_actions"], k_words)
+                                        batch["assem_actions"], k_words, see_assem)
         _, _, assem = rollout(env.step_assembly, env.ASSEMBLY, assembly_start(env.ASSEMBLY, batch),
                               policy, carry, k_roll, batch["assem_actions"].shape[1])
         assem_ce, assem_acc = _imitation(assem.output, batch["assem_actions"],

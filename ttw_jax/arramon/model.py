@@ -244,7 +244,12 @@ def student_policy(model: PhaseAgent, params, words, view: Callable, gold: jax.A
                     jnp.ones((batch_size,), bool))
 
 
-def _navigation_view(model: PhaseAgent, batch: dict) -> Callable:
+def _navigation_view(model: PhaseAgent, batch: dict, perceive: Callable | None = None
+                     ) -> Callable:
+    """view(state) of the navigation module: `perceive(batch)` when given (e.g. `render`),
+    else the release's recorded features or the simulator's symbolic views."""
+    if perceive is not None:
+        return perceive(batch)
     if model.visual == "features":
         return feature_view(batch, "navi")
     view = jax.vmap(navigation_view)
@@ -252,32 +257,38 @@ def _navigation_view(model: PhaseAgent, batch: dict) -> Callable:
 
 
 def navigation_student_policy(model: PhaseAgent, params, batch: dict, expert: Callable,
-                              student_prob: float, dropout_key: jax.Array | None = None):
+                              student_prob: float, dropout_key: jax.Array | None = None,
+                              perceive: Callable | None = None):
     """`student_policy` of `model` in the navigation environment for a turn-level `batch`
     (`batch["navi_actions"]` the demonstration); `expert(state)` gives the labels off it."""
     words = encode_words(model, params, batch["navi_tokens"], batch["navi_token_len"],
                          dropout_key)
-    return student_policy(model, params, words, _navigation_view(model, batch), batch["navi_actions"],
+    return student_policy(model, params, words, _navigation_view(model, batch, perceive),
+                          batch["navi_actions"],
                           expert, student_prob, dropout_key)
 
 
 def navigation_policy(model: PhaseAgent, params, batch: dict, gold: jax.Array | None = None,
-                      dropout_key: jax.Array | None = None):
+                      dropout_key: jax.Array | None = None, perceive: Callable | None = None):
     """(policy, initial carry) of `model` in the navigation environment for a turn-level
     `batch` (the keys of `episodes.turn_examples`): greedy, or the demonstrated `gold` [B, T]
-    (teacher forcing); `dropout_key` turns dropout on (training)."""
+    (teacher forcing); `dropout_key` turns dropout on (training); `perceive(batch)` gives
+    view(state) (`_navigation_view`)."""
     words = encode_words(model, params, batch["navi_tokens"], batch["navi_token_len"],
                          dropout_key)
-    return phase_policy(model, params, words, _navigation_view(model, batch),
+    return phase_policy(model, params, words, _navigation_view(model, batch, perceive),
                         batch["navi_tokens"].shape[0], gold=gold, train=dropout_key is not None)
 
 
 def assembly_policy(model: PhaseAgent, params, batch: dict, num_types: int,
-                    gold: jax.Array | None = None, dropout_key: jax.Array | None = None):
+                    gold: jax.Array | None = None, dropout_key: jax.Array | None = None,
+                    perceive: Callable | None = None):
     """The assembly twin of `navigation_policy` (object type ids 1..num_types)."""
     words = encode_words(model, params, batch["assem_tokens"], batch["assem_token_len"],
                          dropout_key)
-    if model.visual == "features":
+    if perceive is not None:
+        view = perceive(batch)
+    elif model.visual == "features":
         view = feature_view(batch, "assem")
     else:
         symbolic = jax.vmap(assembly_view, in_axes=(0, 0, None))

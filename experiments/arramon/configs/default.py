@@ -70,6 +70,12 @@ def get_config():
     # stand-in for the release's images: refused with the release's instructions unless True
     # (every table and results.json then say "synthetic perception").
     c.data.allow_synthetic_perception = False
+    # Synthetic cities only: V/L and V/O see rendered [7, 7, render_width] feature maps of the
+    # view at their pose (`ttw_jax.arramon.render`, codes from render_seed), and every
+    # evaluation split gets a second row under the nearest-recorded-pose proxy of the release.
+    c.data.rendered_views = False
+    c.data.render_width = 2048     # the release's ResNet maps' channels
+    c.data.render_seed = 0
 
     c.eval = ml_collections.ConfigDict()
     c.eval.metric = "ctc3"         # early stopping and best parameters: any of METRICS
