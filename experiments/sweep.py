@@ -18,6 +18,7 @@ number the runs report (not `schema_version` nor the `provenance` block).
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 from typing import Callable, Sequence
 
@@ -89,7 +90,9 @@ def train_or_read(train_and_evaluate: Callable[..., dict], config: ml_collection
     if not done.exists():
         return train_and_evaluate(config, rdir)
     res = provenance.read_results(done)
-    if _renamed_metrics(res["config"]) != config.to_dict():
+    # Compared as JSON holds it: a tuple of the config (e.g. ArraMon's data.partition) is a
+    # list in results.json.
+    if _renamed_metrics(res["config"]) != json.loads(json.dumps(config.to_dict())):
         raise ValueError(f"{rdir} holds a finished run of another config; choose a new "
                          "--workdir")
     return res

@@ -2,6 +2,7 @@
 results report (worked example), resumable; run end to end on the landmark classifier."""
 import json
 
+import ml_collections
 import numpy as np
 import pytest
 
@@ -23,6 +24,24 @@ def test_seeds_numbers_and_the_table_by_hand():
     assert table[2] == "| result | best_step | tc | spd |"
     assert table[4] == "| (run) | 20 +- 10 |  |  |"
     assert table[5] == "| test/ga |  | 0.6 +- 0.1 | 3 +- 1 |"
+
+
+def test_a_finished_run_whose_config_holds_a_tuple_is_read_back(tmp_path):
+    c = ml_collections.ConfigDict({"seed": 0, "data": {"partition": (0.7, 0.1)}})
+    runs = []
+
+    def train_and_evaluate(config, workdir):
+        runs.append(config.seed)
+        workdir.mkdir(parents=True)
+        res = {"config": config.to_dict(), "score": 0.5}
+        (workdir / "results.json").write_text(json.dumps(res))
+        return res
+    first = sweep.train_or_read(train_and_evaluate, c, tmp_path / "s0")
+    again = sweep.train_or_read(train_and_evaluate, c, tmp_path / "s0")
+    assert runs == [0] and again["score"] == first["score"]
+    c.data.partition = (0.8, 0.1)
+    with pytest.raises(ValueError, match="holds a finished run of another config"):
+        sweep.train_or_read(train_and_evaluate, c, tmp_path / "s0")
 
 
 @pytest.mark.slow
