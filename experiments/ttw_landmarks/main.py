@@ -6,7 +6,9 @@ r"""Launcher: Talk The Walk landmark classification (Appendix F, Table 18).
       --config.data.features_dir=/path/to/talkthewalk/data --config.model.features=textrecog
 
 Trains in seconds on a CPU; writes `<workdir>/results.json`, `metrics.jsonl`,
-`learning_curve.png` and prints Table 18's columns beside the paper's.
+`learning_curve.png`, the per-corner `predictions_train.npz` / `predictions_valid.npz` and the
+kept `params.safetensors` (`python -m experiments.ttw_landmarks.score` re-scores a predictions
+file), and prints Table 18's columns beside the paper's.
 """
 from experiments.ttw_landmarks import train
 from experiments.ttw_landmarks.configs import default

@@ -13,15 +13,22 @@
    as released) and valid (mean over batches of `batch_size`): loss and weighted precision, recall,
    F1; keeps the epoch with the best `eval.metric` (valid loss, as released and in the paper);
 5. reports that epoch's row of Table 18 beside the 'all positive' and 'random (0.5)' baselines on
-   the valid corners, per-class scores, and `learning_curve.png`.
+   the valid corners, per-class scores, and `learning_curve.png`;
+6. writes beside `results.json` what these scores come from: `predictions_train.npz` and
+   `predictions_valid.npz` (per corner: its key, neighbourhood and location, the gold and the
+   predicted labels and the logits of the kept epoch, the batch it was scored in, its loss
+   weights; the layout in `ttw_jax.talk_the_walk.landmarks.predictions`) and the kept parameters,
+   `params.safetensors` (`model.write_params`). `python -m experiments.ttw_landmarks.score`
+   re-scores a predictions file to the reported numbers.
 
 `config.dtype=bfloat16` runs the classifier's look-ups and matmuls in bfloat16
 (`ttw_jax.core.train.precision`: the parameters, the optimizer state and the loss stay float32);
 `config.profile_steps="FIRST,LAST"` traces those training steps (the batches of all epochs,
 counted from 1) into `<workdir>/profile`.
 
-Training takes seconds, so there is no checkpointing: a rerun of the same config in the same
-workdir starts again and writes the same results (another config is refused).
+Training takes seconds, so there is no checkpointing (`params.safetensors` holds the kept
+parameters, not a training state): a rerun of the same config in the same workdir starts again
+and writes the same results (another config is refused).
 """
 from __future__ import annotations
 
@@ -43,16 +50,17 @@ from ttw_jax.core.train.run import INIT, STEPS, Run, check_eval, make_optimizer
 from ttw_jax.core.train.workdir import profile_window
 from ttw_jax.talk_the_walk import maps
 from ttw_jax.talk_the_walk.landmarks import features as lf
+from ttw_jax.talk_the_walk.landmarks import predictions as lp
 from ttw_jax.talk_the_walk.landmarks import release
 from ttw_jax.talk_the_walk.landmarks.losses import class_weights, weighted_bce
 from ttw_jax.talk_the_walk.landmarks.metrics import (all_positive, multilabel_metrics,
                                                      random_positive)
-from ttw_jax.talk_the_walk.landmarks.model import BagOfEmbeddings
+from ttw_jax.talk_the_walk.landmarks.model import BagOfEmbeddings, write_params
 
 MODELS = ("bag_of_embeddings",)
 FEATURES = ("resnet", "textrecog", "fasttext")
 SELECT_METRICS = ("loss", "weighted_f1")
-SCORES = ("loss", "weighted_f1", "weighted_precision", "weighted_recall")
+PARAMS_FILE = "params.safetensors"
 # Table 18 of the paper (valid split): train loss, valid loss, train F1, valid F1, valid P, valid R.
 PAPER_TABLE18 = {
     "all positive": (None, None, None, 0.39313, 0.26128, 1.0),
@@ -175,20 +183,6 @@ def load_data(config: ml_collections.ConfigDict) -> dict:
             "features_dir": d.features_dir or "synthetic", "oov": oov}
 
 
-def _scores(logits: np.ndarray, labels: np.ndarray) -> dict:
-    return multilabel_metrics(logits >= 0, labels)
-
-
-def summarize(m: dict) -> dict:
-    """JSON-ready scores: weighted / micro / macro floats and per-class precision, recall, F1,
-    support."""
-    out = {k: v for k, v in m.items() if k.startswith(("weighted_", "micro_", "macro_"))}
-    out["per_class"] = {name: {"precision": float(m["precision"][c]), "recall": float(m["recall"][c]),
-                               "f1": float(m["f1"][c]), "support": int(m["support"][c])}
-                        for c, name in enumerate(lf.CLASS_NAMES)}
-    return out
-
-
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     """Trains and evaluates (steps in the module docstring); returns and writes the results:
     {row, table18 {train_loss, valid_loss, train_f1, valid_f1, valid_precision, valid_recall},
@@ -225,17 +219,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
 
     eval_step = jax.jit(loss_fn)
 
-    def batch_means(rows_list, step):
-        """Means over batches, weighted by batch size, of loss and the weighted scores;
+    def score_batches(rows_list, step):
+        """(means over batches, weighted by batch size, of the loss and the weighted scores
+        (`lp.batch_means`), what a predictions file holds of the pass: {rows, batch, logits});
         step(i, rows) -> (loss, logits) of the i-th batch."""
-        total = dict.fromkeys(SCORES, 0.0)
-        for i, rows in enumerate(rows_list):
-            loss, logits = step(i, rows)
-            s = _scores(np.asarray(logits), labels[rows])
-            for k in SCORES:
-                total[k] += len(rows) * (float(loss) if k == "loss" else s[k])
-        n = sum(len(r) for r in rows_list)
-        return {k: v / n for k, v in total.items()}
+        losses, logits = zip(*(step(i, rows) for i, rows in enumerate(rows_list)))
+        scored = {"rows": np.concatenate(rows_list),
+                  "batch": np.repeat(np.arange(len(rows_list)), [len(r) for r in rows_list]),
+                  "logits": np.concatenate([np.asarray(z, np.float32) for z in logits])}
+        means = lp.batch_means(scored["batch"], scored["logits"] >= 0, labels[scored["rows"]],
+                               [float(x) for x in losses])
+        return means, scored
 
     def batches(rows):
         return [rows[i:i + config.batch_size] for i in range(0, len(rows), config.batch_size)]
@@ -244,6 +238,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     shuffle_key = run.key(STEPS)
     sign = 1.0 if config.eval.mode == "max" else -1.0
     best, best_params, best_epoch, best_row, history = -np.inf, params, 0, None, []
+    kept = {}                                  # the kept epoch's scored passes, by split
     state = {"params": params, "opt": opt_state, "step": 0}
     profiler = Profiler(profile_window(config.profile_steps), run.workdir)
 
@@ -264,23 +259,23 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     for epoch in range(1, config.num_epochs + 1):
         order = np.asarray(jax.random.permutation(jax.random.fold_in(shuffle_key, epoch),
                                                   idx["train"]))
-        train = batch_means(batches(order), train_batch)
-        valid = batch_means(valid_rows, valid_batch)
+        train, train_pass = score_batches(batches(order), train_batch)
+        valid, valid_pass = score_batches(valid_rows, valid_batch)
         record = {"step": epoch, **{f"train/{k}": v for k, v in train.items()},
                   **{f"valid/{k}": v for k, v in valid.items()}}
         history.append(record)
         run.writer.write(epoch, {k: v for k, v in record.items() if k != "step"})
         if sign * valid[config.eval.metric] > best:
             best, best_params, best_epoch = sign * valid[config.eval.metric], state["params"], epoch
+            kept = {"train": train_pass, "valid": valid_pass}
             best_row = {"train_loss": train["loss"], "valid_loss": valid["loss"],
                         "train_f1": train["weighted_f1"], "valid_f1": valid["weighted_f1"],
                         "valid_precision": valid["weighted_precision"],
                         "valid_recall": valid["weighted_recall"]}
     profiler.close()        # a window past the last step ends with the run
 
-    y_valid = labels[idx["valid"]]
-    logits = np.asarray(model.apply({"params": best_params}, take(idx["valid"]), table))
-    preds = {"model": logits >= 0, "all_positive": all_positive(y_valid.shape),
+    y_valid = labels[idx["valid"]]     # the valid batches are idx["valid"] in order
+    preds = {"model": kept["valid"]["logits"] >= 0, "all_positive": all_positive(y_valid.shape),
              "random": random_positive(y_valid.shape, config.seed)}
     results = {"config": config.to_dict(), "row": row_name(config), "table18": best_row,
                "best_epoch": best_epoch, "num_epochs": config.num_epochs,
@@ -289,8 +284,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
                "positives": {"train": labels[idx["train"]].sum(0).astype(int).tolist(),
                              "valid": y_valid.sum(0).astype(int).tolist()},
                "vocab_size": data["vocab_size"], "words_without_vector": data["oov"],
-               "valid": {k: summarize(multilabel_metrics(p, y_valid)) for k, p in preds.items()},
-               "history": history}
+               "valid": {k: lp.summarize(multilabel_metrics(p, y_valid), lf.CLASS_NAMES)
+                         for k, p in preds.items()},
+               "history": history,
+               "predictions": {s: lp.file_name(s) for s in lp.SPLITS}, "params": PARAMS_FILE}
+    if jax.process_index() == 0:
+        write_outputs(run.workdir, config, best_epoch, best_params, kept, corners, weights,
+                      preds["random"])
     viz.plot_learning_curve(
         history, os.path.join(str(run.workdir), "learning_curve.png"),
         keys=("train/loss", "valid/loss", "valid/weighted_f1"), xlabel="epoch",
@@ -298,6 +298,23 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
                 "random (0.5)": results["valid"]["random"]["weighted_f1"]})
     width = inputs["resnet"].shape[-1] if "resnet" in inputs else data["vocab_size"]
     return run.finish(results, format_results(results), run_provenance(config, width))
+
+
+def write_outputs(workdir, config, epoch: int, params, kept: dict, corners: lf.Corners,
+                  weights: np.ndarray, random: np.ndarray) -> None:
+    """`predictions_<split>.npz` of the kept epoch's scored passes (`kept` {split: {rows, batch,
+    logits}}; the layout in `ttw_jax.talk_the_walk.landmarks.predictions`), with the valid
+    random baseline's draw, and the kept parameters as `params.safetensors`."""
+    for split in lp.SPLITS:
+        k = kept[split]
+        rows = k["rows"]
+        lp.write_predictions(workdir / lp.file_name(split), lp.build(
+            split, epoch, corners.keys[rows], rows, k["batch"], corners.labels[rows],
+            k["logits"], weights[rows], lf.CLASS_NAMES,
+            random if split == "valid" else None))
+    write_params(workdir / PARAMS_FILE, params,
+                 {"epoch": str(epoch), "row": row_name(config),
+                  "config_hash": provenance.config_hash(config)})
 
 
 def format_results(results: dict) -> str:

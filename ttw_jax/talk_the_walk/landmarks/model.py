@@ -12,13 +12,23 @@ Each feature kind present in the batch adds its logits (the released `LandmarkCl
 the element-wise maximum over the non-padding items (0 when there are none). The released layers
 have no bias; `bias=True` adds the paper's `+ b`. A class is predicted when its logit is >= 0
 (sigmoid >= 0.5).
+
+`write_params` / `read_params`: the parameters as a `.safetensors` file, one float32 tensor per
+parameter named by its path in the tree (`resnet_linear/kernel` (D, C), `text_embed/embedding`
+(V + 1, 50), `text_linear/kernel`, `fasttext_linear/kernel`, `bias`), with string metadata.
 """
 from __future__ import annotations
+
+from typing import Mapping
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
+from flax import traverse_util
+from safetensors.numpy import load as load_tensors, save as save_tensors
 
+from ttw_jax.core import paths
 from ttw_jax.talk_the_walk.landmarks.features import NUM_CLASSES
 
 
@@ -64,3 +74,16 @@ class BagOfEmbeddings(nn.Module):
         if self.bias:
             logits = logits + self.param("bias", nn.initializers.zeros, (self.num_classes,))
         return logits
+
+
+def write_params(path: paths.PathLike, params, metadata: Mapping[str, str] | None = None) -> None:
+    """`params` (a tree of arrays) as a `.safetensors` file (module docstring)."""
+    flat = {k: np.ascontiguousarray(np.asarray(v, np.float32))
+            for k, v in traverse_util.flatten_dict(params, sep="/").items()}
+    paths.write_bytes(path, save_tensors(flat, metadata=dict(metadata or {})))
+
+
+def read_params(path: paths.PathLike) -> dict:
+    """The parameter tree of a `write_params` file, for `BagOfEmbeddings.apply`."""
+    with paths.open_binary(path) as f:
+        return traverse_util.unflatten_dict(load_tensors(f.read()), sep="/")
