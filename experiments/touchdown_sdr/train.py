@@ -2,8 +2,9 @@
 
 `train_and_evaluate(config, workdir)` minimises KL(Gaussian target || predicted distribution over
 feature pixels) with Adam through the shared data-parallel step, stops early on accuracy within
-80 px on a tune set (7% of the training descriptions), then reports accuracy and consistency at
-40 / 80 / 120 px and the mean distance error, at the official evaluation's scale
+80 px on a tune set (7% of the training descriptions; checked every `eval_every` steps, or
+every `eval_every_epochs` epochs of the train split: `fit_config`), then reports accuracy and
+consistency at 40 / 80 / 120 px and the mean distance error, at the official evaluation's scale
 (`ttw_jax.touchdown.sdr.metrics`), on every evaluation split beside the Random / Center / Average
 baselines, and writes heatmaps of predicted distributions with the gold location.
 """
@@ -230,7 +231,28 @@ def build_model(config, vocab_size: int):
         m.name, vocab_size, levels=m.levels, channels=m.channels, stride=m.stride,
         mlp_hidden=m.mlp_hidden, mlp_layers=m.mlp_layers, embed_dim=m.embed_dim,
         hidden=m.hidden, dropout=m.dropout, deconv_dropout=m.deconv_dropout,
-        uniform_init=m.uniform_init), config.dtype, SDR_FLOAT32_MODULES)
+        identical_levels=m.identical_levels, uniform_init=m.uniform_init), config.dtype,
+        SDR_FLOAT32_MODULES)
+
+
+def check_eval_every_epochs(config: ml_collections.ConfigDict) -> None:
+    """ValueError unless `eval_every_epochs` is an integer >= 0."""
+    e = config.eval_every_epochs
+    if isinstance(e, bool) or not isinstance(e, int) or e < 0:
+        raise ValueError(f"eval_every_epochs must be an integer >= 0 (0: every eval_every "
+                         f"steps), got {e!r}")
+
+
+def fit_config(config: ml_collections.ConfigDict, num_views: int) -> ml_collections.ConfigDict:
+    """The config `fit` runs under: with `eval_every_epochs` = n > 0, a copy whose `eval_every`
+    is n epochs of the `num_views` training views, ceil(num_views / batch_size) steps each (the
+    batches per epoch of the official loader; the paper checks early stopping after each
+    epoch); else `config` itself."""
+    if not config.eval_every_epochs:
+        return config
+    out = ml_collections.ConfigDict(config.to_dict())
+    out.eval_every = config.eval_every_epochs * -(-num_views // config.batch_size)
+    return out
 
 
 def imported_params(path: str, template) -> dict:
@@ -256,6 +278,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         raise ValueError(f"model.name must be one of {tuple(SDR_MODELS)}, got "
                          f"{config.model.name!r}")
     check_eval(config, METRICS)
+    check_eval_every_epochs(config)
     if config.model.checkpoint and config.model.name != "lingunet_official":
         raise ValueError("model.checkpoint imports an official LingUNet: set "
                          "model.name=lingunet_official")
@@ -268,6 +291,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     data = load_data(config, workdir)
     splits = data["splits"]
     train = splits["train"]
+    fit_cfg = fit_config(config, len(train["center"]))
     model = build_model(config, len(data["vocab"]))
     params = model.init(run.key(INIT), train["tokens"][:2], train["token_len"][:2],
                         train["features"][:2].astype(np.float32))
@@ -317,10 +341,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         best_params, meta = params, {"best_step": 0, "step": 0, "best_eval": None}
     else:
         state, best_params, meta = run.fit(state, step_fn, tune_metrics, eval_prefix="tune",
-                                           hooks=hooks, data=sampler)
+                                           hooks=hooks, data=sampler, config=fit_cfg)
 
     results = {"config": config.to_dict(), "model": config.model.name,
                "best_step": meta["best_step"], "last_step": meta["step"],
+               "eval_every": fit_cfg.eval_every,
                "num_params": int(sum(x.size for x in jax.tree_util.tree_leaves(best_params)))}
     for split in ["tune", *[s for s in config.data.eval_splits.split(",") if s]]:
         # heatmaps.png: the test split's first views of `num_heatmaps` distinct descriptions

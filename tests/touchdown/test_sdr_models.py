@@ -1,6 +1,7 @@
 """Touchdown SDR models (LingUNet, UNet, Concat, ConcatConv, Text2Conv): normalised [B, H, W]
 log-probabilities for odd sizes and strides, gradients reaching every parameter, batched kernels
-against per-example loops, dropout, uniform init, the parameter-count formula and overfitting."""
+against per-example loops, dropout, the paper config's uniform init, the parameter-count formula
+and overfitting."""
 import functools
 
 import flax.linen as nn
@@ -10,8 +11,10 @@ import numpy as np
 import optax
 import pytest
 
+from experiments.touchdown_sdr import train as sdr_train
+from experiments.touchdown_sdr.configs import default as sdr_default, paper as sdr_paper
 from experiments.touchdown_sdr.train import SDR_FLOAT32_MODULES
-from tests.helpers import assert_bfloat16_loss_close
+from tests.helpers import assert_bfloat16_loss_close, override
 from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.touchdown.sdr import models as sdr
 
@@ -204,16 +207,32 @@ def test_param_count_formula(cfg):
     assert count == sdr.lingunet_num_params(vocab, c_in, **cfg)
 
 
-def test_uniform_init_bounds():
-    # lingunet (Embed, LSTM, Conv, ConvT, Dense), concatconv (TiledConcatConv), text2conv;
-    # unet and concat use a subset of these layers.
+def test_the_paper_config_draws_every_parameter_from_the_papers_interval():
+    """configs/paper.py (App. D.2: "We initialize parameters by sampling uniformly from [-0.1,
+    0.1]"): every parameter, weights and biases, of lingunet (Embed, LSTM, Conv, ConvT, Dense),
+    concatconv (TiledConcatConv) and text2conv (the others use a subset of these layers) lies in
+    [-0.1, 0.1] with the uniform's mean 0 and std 0.2 / sqrt(12); the default keeps flax's
+    initialisers (zero biases, weights beyond 0.1)."""
+    small = dict(model__channels=6, model__mlp_hidden=8, model__embed_dim=8, model__hidden=9)
+    std = 0.2 / np.sqrt(12)
     for name in ("lingunet", "concatconv", "text2conv"):
-        _, kw, size = next(c for c in CONFIGS if c[0] == name)
-        _, params = init(name, batch(*size), uniform_init=True, **kw)
-        biggest = max(float(jnp.max(jnp.abs(x))) for x in jax.tree.leaves(params))
-        assert 0.05 < biggest <= 0.1, name
-    _, default, _, _ = canonical("lingunet")
-    assert max(float(jnp.max(jnp.abs(x))) for x in jax.tree.leaves(default)) > 0.1
+        config = override(sdr_paper.get_config(), model__name=name, **small)
+        model = sdr_train.build_model(config, VOCAB)
+        data = batch(*next(c for c in CONFIGS if c[0] == name)[2])
+        drawn = jax.tree_util.tree_leaves_with_path(jax.jit(model.init)(key(1), *data))
+        values = np.concatenate([np.ravel(x) for _, x in drawn])
+        biases = np.concatenate([np.ravel(x) for p, x in drawn
+                                 if jax.tree_util.keystr(p).endswith("['bias']")])
+        assert values.size > 1000 and biases.size > 20, name
+        assert 0.099 < np.abs(values).max() <= 0.1, name
+        assert abs(values.mean()) < 0.004 and abs(values.std() - std) < 0.003, name
+        assert np.all(biases != 0) and abs(biases.std() - std) < 0.02, name
+        assert all(np.ptp(np.asarray(x)) > 0 for _, x in drawn), name   # no constant array
+    assert not sdr_default.get_config().model.uniform_init
+    default = [(jax.tree_util.keystr(p), np.asarray(x))
+               for p, x in jax.tree_util.tree_leaves_with_path(canonical("lingunet")[1])]
+    assert all(not x.any() for p, x in default if p.endswith("['bias']"))
+    assert max(np.abs(x).max() for _, x in default) > 0.1
 
 
 def test_bad_configurations():

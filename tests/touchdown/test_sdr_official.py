@@ -1,8 +1,9 @@
 """The official LingUNet (`lingunet_official`): its forward pass equals the outputs the official
 `sdr/model.py` produced (`data/official_lingunet.npz`, written by
 `data/make_official_lingunet.py` with torch, random weights) to 1e-5, its parameter count is the
-official model's, its checkpoints import and export losslessly, and an imported checkpoint is
-evaluated by the trainer with the official loader's vocabulary."""
+official model's, its levels start from identical weights as the official code's do (an option),
+its checkpoints import and export losslessly, and an imported checkpoint is evaluated by the
+trainer with the official loader's vocabulary."""
 import json
 import os
 
@@ -11,6 +12,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from experiments.touchdown_sdr import train
+from experiments.touchdown_sdr.configs import default
+from tests.helpers import override
 from ttw_jax.touchdown.sdr import official
 from ttw_jax.touchdown.sdr.models import build_sdr_model, lingunet_num_params
 
@@ -54,6 +58,39 @@ def test_parameter_count_is_the_official_models(fixture):
     assert lingunet_num_params(4000, 128) == 14_537_952
 
 
+@pytest.mark.usefixtures("fast_compile_unless_slow")   # three tiny initialisations
+def test_identical_levels_start_the_levels_from_one_draw():
+    """The official `LingUNet` deep-copies one convolution and one text-kernel Linear for its
+    levels (`clones`), so they start identical: `identical_levels` (on in the default config)
+    ties them, PyTorch's bounds kept; the transposed convolutions are drawn one by one there too;
+    a first convolution of another input width is drawn on its own; off, every level is."""
+    tokens, lengths = jnp.ones((2, 5), jnp.int32), jnp.asarray([5, 3], jnp.int32)
+
+    def init(identical, width):
+        config = override(default.get_config(), model__name="lingunet_official",
+                          model__identical_levels=identical, model__levels=3, model__channels=6,
+                          model__mlp_hidden=5, model__embed_dim=4, model__hidden=6)
+        model = train.build_model(config, 20)
+        return jax.jit(model.init)(jax.random.key(0, impl="unsafe_rbg"), tokens, lengths,
+                                   jnp.zeros((2, 5, 7, width)))["params"]
+
+    def same(p, a, b):
+        return all(np.array_equal(p[a][k], p[b][k]) for k in ("kernel", "bias"))
+
+    assert default.get_config().model.identical_levels
+    on = init(True, 6)
+    assert all(same(on, f"{layer}_0", f"{layer}_{i}") for layer in ("conv", "text2conv")
+               for i in (1, 2))
+    assert not same(on, "deconv_1", "deconv_2")
+    assert 0.07 < np.abs(on["conv_1"]["kernel"]).max() <= 1 / np.sqrt(6 * 25)
+    narrow = init(True, 4)
+    assert not same(narrow, "conv_0", "conv_1") and same(narrow, "conv_1", "conv_2")
+    assert same(narrow, "text2conv_0", "text2conv_2")
+    off = init(False, 6)
+    assert not any(same(off, f"{layer}_{i}", f"{layer}_{j}") for layer in ("conv", "text2conv")
+                   for i, j in ((0, 1), (0, 2), (1, 2)))
+
+
 def test_checkpoints_import_and_export_losslessly(fixture, tmp_path):
     state = official.read_checkpoint(FIXTURE)
     assert "rnn.lstm.weight_ih_l0_reverse" in state and "deconv_layers.1.weight" in state
@@ -80,9 +117,7 @@ def test_the_official_vocabulary_and_tokenization():
 
 @pytest.mark.slow
 def test_the_trainer_evaluates_an_imported_checkpoint(tmp_path):
-    from experiments.touchdown_sdr import train
     from tests.experiments.trainers import TRAINERS
-    from tests.helpers import override
     from ttw_jax.touchdown.sdr.stream import write_synthetic_release
     manual = str(tmp_path / "release")
     write_synthetic_release(manual, 40, seed=1, shape=(10, 56, 8))

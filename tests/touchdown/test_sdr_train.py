@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from experiments.touchdown_sdr import train
+from experiments.touchdown_sdr.configs import default, paper
 from tests.experiments.contract import TrainerContract
+from tests.helpers import override
 
 
 class TestTrainer(TrainerContract):
@@ -48,6 +50,24 @@ def test_tune_split_holds_out_whole_descriptions():
     rest, tune = train.split_tune(split, 0.1, seed=0)
     assert len(np.unique(tune["route_id"])) == 5 and len(tune["text"]) == 10
     assert not set(tune["route_id"]) & set(rest["route_id"])
+
+
+def test_the_paper_config_checks_early_stopping_once_per_epoch(tmp_path):
+    """configs/paper.py (App. D.2: accuracy on the tune set "after each epoch", patience 4):
+    `eval_every_epochs=1` evaluates every ceil(training views / batch_size) steps, the official
+    loader's batches per epoch (a run on the release checks the steps:
+    tests/touchdown/test_release_end_to_end.py); 0 keeps `eval_every`."""
+    config = paper.get_config()
+    assert config.eval_every_epochs == 1 and config.patience == 4 and config.batch_size == 10
+    assert train.fit_config(config, 16_630).eval_every == 1_663
+    assert train.fit_config(config, 20).eval_every == 2 and config.eval_every == 200  # kept
+    assert train.fit_config(override(config, eval_every_epochs=3), 21).eval_every == 9
+    assert train.fit_config(default.get_config(), 21).eval_every == 200
+    for bad in (-1, True):
+        with pytest.raises(ValueError, match="eval_every_epochs must be an integer >= 0"):
+            train.train_and_evaluate(override(default.get_config(), eval_every_epochs=bad),
+                                     str(tmp_path / "run"))
+    assert not (tmp_path / "run").exists()
 
 
 def test_baselines_mode_scores_the_real_views_without_features(tmp_path):

@@ -39,7 +39,10 @@ def get_config():
     c.model.embed_dim = 64         # word embeddings (paper: 300)
     c.model.hidden = 64            # BiLSTM units per direction (paper: 300)
     c.model.dropout = 0.5
-    c.model.uniform_init = False   # True: all weights U[-0.1, 0.1]
+    c.model.uniform_init = False   # True: all parameters U[-0.1, 0.1] (paper App. D.2)
+    # lingunet_official: its levels' convolutions and text-kernel maps start from one draw, as
+    # the official code's copies of one layer do; False: each level drawn on its own
+    c.model.identical_levels = True
 
     c.sigma = 1.0                  # target Gaussian std, in feature pixels
     # Adam; learning_rate <= 0: 5e-4 for LingUNet, 1e-3 for the others (paper)
@@ -47,7 +50,10 @@ def get_config():
     c.batch_size = 16
     c.num_steps = 2000
     c.eval_every = 200             # tune-set accuracy@80px, checkpoint, early stopping
-    c.patience = 4
+    # > 0: evaluate every this many epochs of the train split instead (an epoch:
+    # ceil(training views / batch_size) steps, the official loader's batches per epoch)
+    c.eval_every_epochs = 0
+    c.patience = 4                 # evaluations without a new best before stopping
     c.log_every = 10
     c.max_checkpoints = 2
     c.profile_steps = ""   # "21,22": a jax.profiler trace of steps 21 to 22 in <workdir>/profile

@@ -16,8 +16,9 @@ log_softmax over the H*W positions), through the common call
 
 The text vector is the mean over real tokens of a BiLSTM's states (`TextEncoder`), with dropout
 on the word embeddings (rng stream 'dropout', active for `deterministic=False`).
-`init_scale=0.1` draws every kernel and embedding from U[-0.1, 0.1] (the paper's option; biases
-stay zero); `None` keeps flax's default initialisers.
+`init_scale=0.1` draws every parameter (embeddings, kernels, biases) from U[-0.1, 0.1], as App.
+D.2 says ("We initialize parameters by sampling uniformly from [-0.1, 0.1]"; `configs/paper.py`);
+`None` keeps flax's default initialisers (biases zero).
 The final per-pixel score layer has no bias: a constant shift cancels in the log_softmax.
 """
 from __future__ import annotations
@@ -46,6 +47,11 @@ def uniform_inits(scale: float | None, *names: str) -> dict:
 def kernel_init(scale: float | None):
     """The kernel initialiser: U[-scale, scale], or flax's LeCun normal when scale is None."""
     return nn.initializers.lecun_normal() if scale is None else _uniform(scale)
+
+
+def bias_init(scale: float | None):
+    """The bias initialiser: U[-scale, scale], or zeros (flax's default) when scale is None."""
+    return nn.initializers.zeros if scale is None else _uniform(scale)
 
 
 def pixel_log_softmax(scores: jax.Array) -> jax.Array:
@@ -101,7 +107,8 @@ class TextEncoder(nn.Module):
         emb = nn.Embed(self.vocab_size, self.embed_dim,
                        **uniform_inits(self.init_scale, "embedding_init"))(tokens)
         emb = nn.Dropout(self.dropout)(emb, deterministic=deterministic)
-        cell_init = uniform_inits(self.init_scale, "kernel_init", "recurrent_kernel_init")
+        cell_init = uniform_inits(self.init_scale, "kernel_init", "recurrent_kernel_init",
+                                  "bias_init")
         states = nn.Bidirectional(nn.RNN(nn.OptimizedLSTMCell(self.hidden, **cell_init)),
                                   nn.RNN(nn.OptimizedLSTMCell(self.hidden, **cell_init)))(
             emb, seq_lengths=lengths)  # [B, L, 2*hidden]
@@ -132,7 +139,7 @@ class UNetCore(nn.Module):
         if self.levels < 1:
             raise ValueError(f"levels must be >= 1, got {self.levels}")
         c, ks, s = self.channels, (self.kernel_size,) * 2, (self.stride,) * 2
-        kinit = uniform_inits(self.init_scale, "kernel_init")
+        kinit = uniform_inits(self.init_scale, "kernel_init", "bias_init")
         feats = [images]
         for k in range(1, self.levels + 1):
             feats.append(nn.relu(nn.Conv(c, ks, strides=s, padding="SAME", name=f"conv_{k}",
@@ -218,7 +225,7 @@ class TiledConcatDense(nn.Module):
         c = x.shape[-1]
         init = kernel_init(self.init_scale)
         kernel = self.param("kernel", init, (c + text.shape[-1], self.features))
-        bias = self.param("bias", nn.initializers.zeros, (self.features,))
+        bias = self.param("bias", bias_init(self.init_scale), (self.features,))
         return (jnp.einsum("bhwc,cf->bhwf", x, kernel[:c])
                 + (text @ kernel[c:])[:, None, None, :] + bias)
 
@@ -280,7 +287,7 @@ class TiledConcatConv(nn.Module):
         k, c = self.kernel_size, x.shape[-1]
         init = kernel_init(self.init_scale)
         kernel = self.param("kernel", init, (k, k, c + text.shape[-1], self.features))
-        bias = self.param("bias", nn.initializers.zeros, (self.features,))
+        bias = self.param("bias", bias_init(self.init_scale), (self.features,))
         image = fast_conv(x, kernel[:, :, :c], (1, 1), "SAME",
                           dimension_numbers=("NHWC", "HWIO", "NHWC"))
         per_tap = jnp.einsum("bt,yxtf->byxf", text, kernel[:, :, c:])           # [B, k, k, F]
@@ -296,7 +303,7 @@ class PixelMLP(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        kinit = uniform_inits(self.init_scale, "kernel_init")
+        kinit = uniform_inits(self.init_scale, "kernel_init", "bias_init")
         h = nn.relu(nn.Dense(self.mlp_hidden, name="hidden", **kinit)(x))
         return pixel_log_softmax(nn.Dense(1, use_bias=False, name="out", **kinit)(h)[..., 0])
 

@@ -19,6 +19,15 @@ computed here (`importer` converts the weights). At V = 4,000 words and the pape
 
 Inputs are the project's: `images` [B, H, W, C] (channels last), `tokens` [B, L], `lengths` [B].
 The first convolution maps the input's channels to `channels` (the official code's are both 128).
+
+Initialisation is the official code's: PyTorch's default initialisers (`torch_uniform`,
+N(0, 1) word embeddings) and, with `identical_levels` (the default), its levels' convolutions
+and text-kernel maps starting from one draw: the official `LingUNet` builds one `Conv2d` and one
+`Linear` and deep-copies each `m` times (its `clones`), so every level starts from the same
+weights and biases (the transposed convolutions and the MLP are built one by one and drawn
+separately). A level whose input width differs from the others' (the first convolution, when
+the feature maps do not have `channels` channels, as on the synthetic scenes) cannot share them
+and is drawn on its own. `identical_levels=False` draws every level separately.
 """
 from __future__ import annotations
 
@@ -42,6 +51,18 @@ def torch_uniform(fan_in: int):
     def init(key, shape, dtype=jnp.float32):
         return jax.random.uniform(key, shape, dtype, -bound, bound)
     return init
+
+
+def tied(init, shared: jax.Array | None, layer: tuple[int, ...] | None, part: int):
+    """`init` as it is, or, with a `shared` key and a `layer` id, drawn from a key of `shared`,
+    `layer` and `part` (0 weight, 1 bias) whatever key it is given: every level that passes the
+    same (`shared`, `layer`, `part`) and shape starts from the same array."""
+    if shared is None or layer is None:
+        return init
+    key = shared
+    for salt in (*layer, part):
+        key = jax.random.fold_in(key, salt)
+    return lambda _key, shape, dtype=jnp.float32: init(key, shape, dtype)
 
 
 class TorchLSTMCell(nn.RNNCellBase):
@@ -86,6 +107,7 @@ class OfficialLingUNet(nn.Module):
     dropout: float = 0.1
     deconv_dropout: float = 0.0
     kernel_size: int = 5
+    identical_levels: bool = True
 
     @nn.compact
     def __call__(self, tokens: jax.Array, lengths: jax.Array, images: jax.Array,
@@ -104,18 +126,23 @@ class OfficialLingUNet(nn.Module):
         text = jnp.sum(jnp.where(mask[..., None], states, 0.0), 1) / jnp.maximum(
             lengths, 1)[:, None].astype(states.dtype)
         slices = jnp.split(text, self.levels, axis=-1)
+        # identical_levels: one key for every level's copy of a layer (the official clones)
+        shared = self.make_rng("params") if self.identical_levels and self.is_initializing() \
+            else None
 
-        def conv(x, name, fan_in):
+        def conv(x, name, fan_in, tie=None):
             return nn.Conv(c, (k, k), padding="SAME", name=name, conv_general_dilated=fast_conv,
-                           kernel_init=torch_uniform(fan_in), bias_init=torch_uniform(fan_in)
-                           )(x)
+                           kernel_init=tied(torch_uniform(fan_in), shared, tie, 0),
+                           bias_init=tied(torch_uniform(fan_in), shared, tie, 1))(x)
         feats, gs = images, []
         for i in range(self.levels):
-            feats = conv(feats, f"conv_{i}", feats.shape[-1] * k * k)
+            # the levels' convolutions tie where their input widths agree
+            feats = conv(feats, f"conv_{i}", feats.shape[-1] * k * k, (0, feats.shape[-1]))
             sl = slices[i]
             kernel = nn.Dense(c * c, name=f"text2conv_{i}",
-                              kernel_init=torch_uniform(sl.shape[-1]),
-                              bias_init=torch_uniform(sl.shape[-1]))(sl).reshape(-1, c, c)
+                              kernel_init=tied(torch_uniform(sl.shape[-1]), shared, (1,), 0),
+                              bias_init=tied(torch_uniform(sl.shape[-1]), shared, (1,), 1)
+                              )(sl).reshape(-1, c, c)
             gs.append(jnp.einsum("bhwi,boi->bhwo", feats, kernel))   # kernel[b, out, in]
         h = nn.Dropout(self.deconv_dropout)(gs.pop(), deterministic=deterministic)
         for i in range(self.levels):
