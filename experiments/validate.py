@@ -19,7 +19,10 @@ file (`ttw_jax/rxr/validate.py`), then, with the graphs, the follower files' sto
 recomputed (`ttw_jax/rxr/follower_metrics.py`: per split and metric, how many agree, and the
 worst cases; distances between the `--house_dir` panorama centres where given; information, not
 problems; `--nofollower_metrics` skips it); `arramon`: the split files, the vocabulary and the
-recorded pose and feature files (`ttw_jax/arramon/validate.py`); `talk_the_walk`: the dialogues,
+recorded pose and feature files (`ttw_jax/arramon/validate.py`), then, with `--features_dir`,
+each split's recorded agent positions against the replayed demonstration (the tag alignment:
+how many differ, the worst, and whether tags shifted by one step would fit better; information,
+except a recording that looks shifted); `talk_the_walk`: the dialogues,
 configurations, maps and landmark-classification features (`ttw_jax/talk_the_walk/validate.py`).
 """
 import sys
@@ -56,7 +59,7 @@ def report(dataset: str, data_dir: str, graph_dir: str = "", headers_only: bool 
                      "--graph_dir)"]
     elif dataset == "arramon":
         problems, checked = arramon_validate.validate_release(data_dir, features_dir or None,
-                                                              bodies)
+                                                              bodies, notes)
     elif dataset == "talk_the_walk":
         problems, checked = ttw_validate.validate_release(data_dir, maps_dir or None,
                                                           features_dir or None)

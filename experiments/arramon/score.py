@@ -1,6 +1,8 @@
 r"""Scores an ArraMon predictions file (`predictions_<split>.json`, written by every training
 run for each evaluated split) against the split's instances: nDTW, CTC-0/3/5/7, assembly nDTW,
-rPOD and PTC, overall (the mean of the two turns) and per turn, under either CTC rule.
+rPOD and PTC, overall (the mean of the two turns) and per turn, under either CTC rule. Each
+instance's prediction is found by its id (its mapId, as the file is keyed), so a split file
+whose instances are reordered scores the same; a missing or extra instance is named.
 
   python -m experiments.arramon.score --predictions=/tmp/arramon_vl/predictions_val_seen.json \
       --split_file=/path/to/ArraMon/data/val_seen.json

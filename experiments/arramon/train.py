@@ -2,7 +2,9 @@
 
 `train_and_evaluate(config, workdir)` imitates the demonstrated actions of both phases with the
 simulator inside `lax.scan` (teacher forcing, every turn its own example, the loss the mean of
-the two modules'; navigation optionally by student forcing, `config.student_forcing`),
+the two modules'; or, `train_update="per_module_per_turn"`, the official script's four updates
+per batch of instances, `make_train_step`; navigation optionally by student forcing,
+`config.student_forcing`),
 checkpoints with orbax (a killed run resumes with identical results), stops early on the dev
 split's `eval.metric` of the full cascaded task, then reports the task metrics of the best
 parameters on every evaluation split (overall and per turn, both CTC rules) beside
@@ -124,9 +126,34 @@ def load_records(d: ml_collections.ConfigDict, wanted) -> tuple[dict, dict]:
     if d.partition_split:
         records.update(partition(records[d.partition_split], d.partition))
         walk_source.update({p: d.partition_split for p in PARTITIONS})
+        check_partitions(d, records, wanted)
     elif any(s in PARTITIONS for s in wanted):
         raise ValueError("partition_* splits need config.data.partition_split")
     return records, walk_source
+
+
+def split_file(d: ml_collections.ConfigDict, split: str) -> str:
+    """Where config.data `d`'s `split` comes from: its file in `data.manual_dir`, or the
+    synthetic generator's split."""
+    if d.tfds_config == "synthetic":
+        return f"the synthetic {split} split (seed {arramon_data.synthetic_seed(split)})"
+    name = arramon_builder.MANUAL_FILES[d.tfds_config][split]
+    return os.path.join(d.manual_dir, name) if d.manual_dir else \
+        f"{name} of the prepared arramon/{d.tfds_config}"
+
+
+def check_partitions(d: ml_collections.ConfigDict, records: dict, wanted) -> None:
+    """ValueError naming the partition, the split file, the fractions and the instance count
+    when a partition the run uses (`wanted`) holds no instance (a small file)."""
+    for name in PARTITIONS:
+        if name in wanted and not records[name]:
+            n = len(records[d.partition_split])
+            raise ValueError(
+                f"{name} is empty: data.partition={tuple(d.partition)} (train, dev; test the "
+                f"rest) puts none of the {n} instances of {split_file(d, d.partition_split)} "
+                f"(data.partition_split={d.partition_split!r}) in it (instances go by crc32 "
+                "of mapId, a map's instances together); use a larger file, other fractions or "
+                "another split for it (e.g. data.dev_split=val_seen)")
 
 
 def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
@@ -134,10 +161,13 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
     d = config.data
     wanted = sorted({d.train_split, d.dev_split, *splits(d.eval_splits)})
     records, walk_source = load_records(d, wanted)
-    vocab = Vocabulary.load_or_build(
-        paths.resolve(workdir) / "vocab.json",
-        (s for r in records[d.train_split] for key in ("navi_inst_gt", "assem_inst_gt")
-         for s in r["instructions"][key]), save=jax.process_index() == 0)
+    if d.vocab_file:
+        vocab = ae.read_vocab_file(vocab_path(d))
+    else:
+        vocab = Vocabulary.load_or_build(
+            paths.resolve(workdir) / "vocab.json",
+            (s for r in records[d.train_split] for key in ("navi_inst_gt", "assem_inst_gt")
+             for s in r["instructions"][key]), save=jax.process_index() == 0)
     # The walkable map belongs to the source split (a partition shares its split's map).
     maps = {s: ae.walkable_for(records[s]) for s in sorted(set(walk_source[w] for w in wanted))}
     max_tokens = token_limit(d.max_tokens, (t for s in wanted for r in records[s]
@@ -159,6 +189,13 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
             episodes[s].update(render.demonstration_keys(walk, episodes[s]))
     return dict(vocab=vocab, episodes=episodes, walkable=walkable,
                 records={s: records[s] for s in wanted})
+
+
+def vocab_path(d: ml_collections.ConfigDict) -> str:
+    """`data.vocab_file`: a bare file name ("na_vocab.txt") is read from `data.manual_dir`, where
+    the release keeps it beside train.json; any other path as given."""
+    f = d.vocab_file
+    return os.path.join(d.manual_dir, f) if d.manual_dir and os.path.basename(f) == f else f
 
 
 def truncation(config: ml_collections.ConfigDict) -> str:
@@ -275,19 +312,25 @@ def add_features(ep: dict, walkable, records: Sequence[dict], d: ml_collections.
     """Adds a split's recorded features to its episodes (`ttw_jax.arramon.features`): per
     phase `{phase}_feats` [N, 2, T, 49, 2048] float16 (rows read from the packed cache when
     indexed), `{phase}_feat_pose` [N, 2, T, 3] and `{phase}_recorded` [N, 2, T], T the split's
-    padded action length; keeps the packed store as `_packed`."""
+    padded action length; keeps the packed store as `_packed`. The feature poses are the
+    replayed demonstration's, or the recorded ones where these differ (`merge_recorded`; logged)."""
     cache = d.features_cache or os.path.join(
         d.tfds_dir or os.path.expanduser("~/tensorflow_datasets"), "arramon_features")
     packed = arramon_features.pack(d.features_dir, records,
                                    {"navi": ep["navi_len"], "assem": ep["assem_len"]}, cache,
                                    d.missing_feature, progress=jax.process_index() == 0)
     poses = arramon_features.demonstration_poses(walkable, ep)
+    counts = {}
     for phase in arramon_features.PHASES:
         horizon = ep[f"{phase}_actions"].shape[-1]
         ep[f"{phase}_feats"] = packed.episode_rows(phase, horizon)
-        ep[f"{phase}_feat_pose"] = poses[phase]
+        ep[f"{phase}_feat_pose"], counts[phase] = arramon_features.merge_recorded(
+            poses[phase], packed.recorded_poses(phase, horizon),
+            arramon_features.heading_base(phase, ep["psi0"]))
         ep[f"{phase}_recorded"] = packed.recorded_mask(phase, horizon)
     ep["_packed"] = packed
+    if jax.process_index() == 0:
+        print(arramon_features.recorded_pose_note(counts, packed.ignored))
 
 
 def feature_turn_examples(ep: dict) -> dict:
@@ -307,8 +350,38 @@ def build_models(config: ml_collections.ConfigDict, vocab_size: int):
     m = config.model
     visual = "features" if uses_features(config) or rendered_views(config) else "symbolic"
     make = lambda: PhaseAgent(vocab_size, NUM_ATTRS, m.name, m.embed_dim, m.action_dim, m.hidden,
-                              m.dropout, m.logits_from_state, visual)
+                              m.dropout, m.logits_from_state, visual,
+                              dropout_placement=m.dropout_placement)
     return with_dtype(make(), config.dtype), with_dtype(make(), config.dtype)
+
+
+def optimizer(config: ml_collections.ConfigDict):
+    """Adam of `config.optim` (`make_optimizer`); under the per-turn updates without the
+    clipping, which each module's update does by itself, and over the 4 updates of a step."""
+    if config.train_update == "joint":
+        return make_optimizer(config.optim, config.num_steps)
+    optim = ml_collections.ConfigDict(config.optim.to_dict())
+    optim.grad_clip = 0.0
+    return make_optimizer(optim, 2 * len(losses.MODULES) * config.num_steps)
+
+
+def make_train_step(config: ml_collections.ConfigDict, loss_fn, mesh, num_consts: int = 0):
+    """step(state, batch, rng, *consts) -> (state, metrics), jitted over `mesh`, of
+    `config.train_update`: "joint", one update on the mean of both modules' losses over a
+    batch of turns (`dp.make_train_step`); "per_module_per_turn", the official
+    `main_nosim.py`'s four updates of a batch of instances (`losses.per_module_updates`, each
+    module's gradient clipped to `optim.grad_clip` by itself)."""
+    if config.train_update == "joint":
+        return dp.make_train_step(loss_fn, mesh, num_consts=num_consts)
+
+    def step(state, batch, rng, *consts):
+        update = losses.per_module_updates(loss_fn, state.tx, config.optim.grad_clip)
+        params, opt_state, metrics = update(state.params, state.opt_state, batch, rng, *consts)
+        return state.replace(step=state.step + 1, params=params, opt_state=opt_state), metrics
+
+    repl, rows = dp.replicated(mesh), dp.batch_sharded(mesh)
+    return jax.jit(step, in_shardings=(repl, rows, repl) + (repl,) * num_consts,
+                   out_shardings=(repl, repl), donate_argnums=(0,))
 
 
 def init_params(models, key: jax.Array, width: int = arramon_features.FEATURE_SHAPE[-1]) -> dict:
@@ -353,6 +426,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     arramon_metrics.check_rule(config.eval.ctc_rule)
     if not 0.0 <= config.student_forcing <= 1.0:
         raise ValueError(f"student_forcing must be in [0, 1], got {config.student_forcing}")
+    if config.train_update not in losses.TRAIN_UPDATES:
+        raise ValueError(f"train_update must be one of {losses.TRAIN_UPDATES}, got "
+                         f"{config.train_update!r}")
     if config.data.require_features and not config.data.features_dir:
         raise ValueError("this config is the paper's recipe, which reads the release's image "
                          "features: set --config.data.features_dir to the folder holding "
@@ -400,16 +476,20 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                                                              d.render_width
                                                              if rendered_views(config) else
                                                              arramon_features.FEATURE_SHAPE[-1]),
-                                          tx=make_optimizer(config.optim, config.num_steps))
+                                          tx=optimizer(config))
     stream = None
     train_records = data["records"][d.train_split]      # turn examples: turn 1 rows, then turn 2
-    names = [f"{d.train_split}: instance {i} ({r.get('filename', '?')}, mapId {r.get('mapId')}), "
-             f"turn {t + 1}" for t in range(2) for i, r in enumerate(train_records)]
+    # Training rows: turns (joint updates), or instances with both turns (per-turn updates).
+    per_turn = config.train_update == "per_module_per_turn"
+    names = [f"{d.train_split}: instance {i} ({r.get('filename', '?')}, mapId {r.get('mapId')})"
+             + ("" if per_turn else f", turn {t + 1}")
+             for t in range(1 if per_turn else 2) for i, r in enumerate(train_records)]
     if uses_features(config):
         # Teacher forcing over the recorded views (main_nosim.py): no simulator; the rows are
         # streamed from the packed float16 cache by grain's threads (checkpointed position).
-        train_step = dp.make_train_step(losses.feature_imitation_loss(*models), run.mesh)
-        stream = BatchStream.of_rows(feature_turn_examples(data["episodes"][d.train_split]),
+        train_step = make_train_step(config, losses.feature_imitation_loss(*models), run.mesh)
+        ep = data["episodes"][d.train_split]
+        stream = BatchStream.of_rows(ep if per_turn else feature_turn_examples(ep),
                                      TF_KEYS, config.batch_size, config.seed,
                                      d.stream_threads)
         step_key = run.key(STEPS)
@@ -425,8 +505,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         train_walk = run.replicate(data["walkable"][d.train_split])
         loss_fn = losses.imitation_loss(*models, NUM_TYPES, config.student_forcing,
                                         config.train_horizon, seen.get("true"))
-        train_step = dp.make_train_step(loss_fn, run.mesh, num_consts=1)
-        sample = dp.episode_sampler(ae.turn_examples(data["episodes"][d.train_split]),
+        train_step = make_train_step(config, loss_fn, run.mesh, num_consts=1)
+        examples = ae.turn_examples(data["episodes"][d.train_split])
+        sample = dp.episode_sampler(ae.paired_turns(examples) if per_turn else examples,
                                     config.batch_size, run.mesh, names=names)
         step_fn = run.step_fn(train_step, sample, train_walk)
     agent_nav, agent_assem = arr_eval.agent_factories(*models, NUM_TYPES, seen.get("true"))

@@ -12,9 +12,10 @@ import pytest
 from experiments.arramon import score, train
 from experiments.arramon.configs import default
 from tests.conftest import xla_optimizations
-from ttw_jax.arramon import episodes as ae, features as af, synthetic as syn
+from ttw_jax.arramon import env, episodes as ae, features as af, synthetic as syn
 from ttw_jax.arramon.predictions import read_predictions, score_predictions
 from ttw_jax.arramon.synthetic_features import write_features
+from ttw_jax.core.vocab import Vocabulary
 
 
 @pytest.fixture(scope="module")
@@ -61,16 +62,21 @@ def _pose_file(tmp_path, entries):
 
 
 ENTRY = [-1, [-1, -1, -1], [1.0, 0.525, 2.0], [0, 90, 0]]
+NAN = float("nan")
 
 
 @pytest.mark.parametrize("entries, message", [
     ({"7_navi_0_0": ENTRY, "8_navi_0_1": ENTRY}, r"key '8_navi_0_1' is not '7_<navi\|assem>"),
     ({"7_navi_0_0": ENTRY, "7_walk_0_1": ENTRY}, "key '7_walk_0_1' is not"),
-    ({"7_navi_2_0": ENTRY}, "turn 2 is not 0 or 1"),
-    ({"7_navi_0_0": ENTRY, "7_navi_0_2": ENTRY, "7_navi_0_1": ENTRY},
-     "key '7_navi_0_1' is out of order: it follows '7_navi_0_2'"),
-    ({"7_assem_0_0": ENTRY, "7_navi_0_0": ENTRY}, "key '7_navi_0_0' is out of order"),
     ({"7_navi_0_0": [-1, [0, 0], [0, 0, 0], 0]}, r"key '7_navi_0_0': expected \[obj_ids"),
+    ({"7_navi_0_0": ENTRY[:3]}, r"key '7_navi_0_0': expected \[obj_ids"),
+    ({"7_navi_0_0": [1.5, *ENTRY[1:]]}, r"'7_navi_0_0': expected \[obj_ids \(an integer, or a "
+                                        r"float of integral value\).*got \[1.5, "),
+    ({"7_navi_0_0": [True, *ENTRY[1:]]}, r"'7_navi_0_0': expected \[obj_ids"),
+    ({"7_navi_0_0": [-1, [-1, -1, -1], [NAN, 0.525, 2.0], 0]}, r"'7_navi_0_0'.*all finite"),
+    ({"7_navi_0_0": [-1, [-1, -1, -1], [1, 0.525, 2.0], float("inf")]}, "'7_navi_0_0'"),
+    # A key of turn 2 is not used, but a malformed one is still a malformed file.
+    ({"7_navi_0_0": ENTRY, "7_assem_2_0": [NAN, *ENTRY[1:]]}, "key '7_assem_2_0': expected"),
     ([ENTRY], "expected a JSON object keyed by"),
 ])
 def test_bad_pose_files_are_named(tmp_path, entries, message):
@@ -78,6 +84,105 @@ def test_bad_pose_files_are_named(tmp_path, entries, message):
     with pytest.raises(af.FeatureFormatError, match=message) as e:
         af.read_poses(root, 7)
     assert "pos_7.json" in str(e.value)
+
+
+def test_pose_files_are_read_like_the_official_dict_lookup(tmp_path):
+    # Any key order, obj_ids -1.0 (an integral float) and turns >= 2 (ignored, counted).
+    root = _pose_file(tmp_path, {"7_assem_1_0": [-1.0, *ENTRY[1:]], "7_navi_3_4": ENTRY,
+                                 "7_navi_0_1": ENTRY, "7_navi_2_0": ENTRY, "7_navi_0_0": ENTRY})
+    poses = af.read_poses(root, 7)
+    assert set(poses) == {("assem", 1, 0), ("navi", 0, 1), ("navi", 0, 0)}
+    assert poses.ignored == 2
+    assert poses["assem", 1, 0][0] == -1 and isinstance(poses["assem", 1, 0][0], int)
+    np.testing.assert_array_equal(af.entry_poses(poses, "navi", 0, 3)[:2],
+                                  [[1.0, 0.525, 2.0, 0, 90, 0]] * 2)
+    assert np.isnan(af.entry_poses(poses, "navi", 0, 3)[2]).all()     # step 2: no entry
+
+
+def _lengths(recs):
+    return {p: np.array([[len(ae.actions_of(r["gt_actions"][f"{p}_action_gt"][t]))
+                          for t in range(2)] for r in recs]) for p in af.PHASES}
+
+
+def test_layout_variants_pack_to_the_same_features(release, tmp_path):
+    recs = release["records"]["val_seen"][:2]
+    ep = _lengths(recs)
+    canonical = tmp_path / "canonical"
+    write_features(recs, str(canonical), seed=5, skip_every=3)
+    want = af.pack(str(canonical), recs, ep, str(tmp_path / "cache"), progress=False)
+    assert want.ignored == 0
+    turn1 = sum(k.split("_")[2] == "1" for f in (canonical / af.POS_DIR).glob("*.json")
+                for k in json.loads(f.read_text()))
+    for variant in ("shuffled", "float_ids", "third_turn"):
+        folder = tmp_path / variant
+        write_features(recs, str(folder), seed=5, skip_every=3, variants=(variant,))
+        name = f"pos_{recs[0]['mapId']}.json"
+        entries = json.loads((folder / af.POS_DIR / name).read_text())
+        base = json.loads((canonical / af.POS_DIR / name).read_text())
+        assert {"shuffled": list(entries) != list(base) and entries == base,
+                "float_ids": all(e[0] == -1.0 and isinstance(e[0], float)
+                                 for e in entries.values()),
+                "third_turn": sum(k.split("_")[2] == "2" for k in entries) > 0}[variant], variant
+        got = af.pack(str(folder), recs, ep, str(tmp_path / "cache"), progress=False)
+        for a, b in ((got.feats, want.feats), (got.recorded, want.recorded),
+                     (got.offset, want.offset), (got.poses, want.poses)):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=variant)
+        assert got.ignored == (turn1 if variant == "third_turn" else 0), variant
+
+
+def test_recorded_headings_and_merge_on_hand_made_poses():
+    # psi0 = 10 degrees: heading k points to 10 + 30 k; Euler (pitch, yaw, roll) degrees.
+    rot = np.array([[0, 70, 0], [0, 72, 0], [0, 80, 0], [0, -20, 0], [360, 10, 0],
+                    [90, 70, 0], [NAN, 70, 0], [0, 430, 0]], float)
+    np.testing.assert_array_equal(af.recorded_headings(rot, 10.0), [2, 2, -1, 11, 0, -1, -1, 2])
+    replayed = np.array([[[[0, 0, 0], [0, 1, 0], [0, 2, 3]]]], np.float32)   # [1, 1, 3, 3]
+    recorded = np.array([[[[0, 0.5, 0.1, 0, 10, 0],       # 0.1 away: the replay kept
+                           [2, 0.5, 1, 0, 100, 0],        # 2 away, yaw 100 = heading 3
+                           [NAN] * 6]]])                  # no entry
+    poses, counts = af.merge_recorded(replayed, recorded, 10.0)
+    np.testing.assert_array_equal(poses[0, 0], [[0, 0, 0], [2, 1, 3], [0, 2, 3]])
+    assert counts == {"compared": 2, "differ": 1, "headings": 1}
+    recorded[0, 0, 1, 3:] = [0, 110, 0]                   # off the lattice: replayed heading
+    poses, counts = af.merge_recorded(replayed, recorded, 10.0)
+    np.testing.assert_array_equal(poses[0, 0, 1], [2, 1, 0])
+    assert counts["headings"] == 0
+    np.testing.assert_allclose(af.heading_base("navi", np.radians([10.0])), [[[10.0]]])
+    np.testing.assert_array_equal(af.heading_base("assem", np.radians([10.0])), [[[0.0]]])
+
+
+def test_add_features_takes_the_recorded_pose_where_the_replay_differs(release, tmp_path,
+                                                                       capsys):
+    recs = release["records"]["val_seen"][:3]
+    walk, index = ae.walkable_for(recs)
+    d = default.get_config().data
+    d.features_cache, d.missing_feature = str(tmp_path / "cache"), "zeros"
+    results = {}
+    for shift in (0, 1):
+        d.features_dir = str(tmp_path / f"shift{shift}")
+        write_features(recs, d.features_dir, seed=3, skip_every=4, shift=shift)
+        ep = ae.episodes(recs, Vocabulary(("<pad>", "<unk>")), 1, 16, index, "ignore")
+        train.add_features(ep, walk, recs, d)
+        results[shift] = ep, capsys.readouterr().out
+    ep, out = results[0]
+    demo = af.demonstration_poses(walk, ep)
+    assert "recorded poses: navi 0 of " in out and ", assem 0 of " in out
+    for phase in af.PHASES:
+        np.testing.assert_array_equal(ep[f"{phase}_feat_pose"], demo[phase])
+    # Recorded one step late: tag t holds the pose after action t, which differs from the
+    # replayed pose before it exactly where action t moved the agent.
+    ep, out = results[1]
+    moved = 0
+    for phase in af.PHASES:
+        acts, rec, got = ep[f"{phase}_actions"], ep[f"{phase}_recorded"], ep[f"{phase}_feat_pose"]
+        nxt = np.concatenate([demo[phase][:, :, 1:], demo[phase][:, :, -1:]], 2)
+        step = rec & (acts == env.FORWARD) & (np.arange(acts.shape[-1]) < ep[f"{phase}_len"][
+            ..., None])
+        np.testing.assert_allclose(got[..., :2], np.where(step[..., None], nxt, demo[phase])[
+            ..., :2], atol=1e-4, err_msg=phase)
+        np.testing.assert_array_equal(got[..., 2], demo[phase][..., 2])   # a forward step
+        assert f"{phase} {int(step.sum())} of {int(rec.sum())}" in out     # keeps its heading
+        moved += int(step.sum())
+    assert moved > 10 and f"({moved} with the recorded heading)" in out
 
 
 def test_missing_files_and_bad_feature_files_are_named(tmp_path):
@@ -108,8 +213,7 @@ def test_missing_files_and_bad_feature_files_are_named(tmp_path):
 
 def test_pack_fills_unrecorded_steps_and_is_never_stale(release, tmp_path):
     recs = release["records"]["val_seen"][:2]
-    ep = {p: np.array([[len(ae.actions_of(r["gt_actions"][f"{p}_action_gt"][t]))
-                        for t in range(2)] for r in recs]) for p in af.PHASES}
+    ep = _lengths(recs)
     cache = str(tmp_path / "cache")
     packed = af.pack(release["features"], recs, ep, cache, progress=False)
     n0 = int(ep["navi"][0, 0])

@@ -112,7 +112,7 @@ def _val_seen():
     return ar.read_arramon(shared_path("arramon", "val_seen.json"))
 
 
-@pytest.mark.parametrize("name", ["default", "real_val_seen", "baselines", "paper"])
+@pytest.mark.parametrize("name", ["default", "real_val_seen", "baselines", "paper", "official"])
 def test_no_real_data_config_cuts_an_instruction_of_val_seen(name):
     c = importlib.import_module(f"experiments.arramon.configs.{name}").get_config()
     records = _val_seen()

@@ -1,27 +1,32 @@
 """`arramon.validate.validate_release`: a sound release (synthetic instances and features in the
 release's layout) has no problem, one with planted damage has every planted file named once,
-each in one line, and the real val_seen has none."""
+each in one line, and the real val_seen has none; the tag alignment passes a sound recording
+(also of real val_seen instances) and flags one recorded a step late or early."""
 import json
 import os
 
 import numpy as np
+import pytest
 
 from tests.conftest import SHARED_DATA
 from ttw_jax.arramon import features as af, validate
+from ttw_jax.arramon.records import read_arramon
 from ttw_jax.arramon.synthetic import synthetic_instances
-from ttw_jax.arramon.synthetic_features import write_features
+from ttw_jax.arramon.synthetic_features import demonstration_steps, write_features
 
 
-def release(tmp_path):
+def release(tmp_path, **train_features):
     """(manual dir, features dir, {split: instances}, feature files written): train.json (3
-    instances), val_seen.json (1), na_vocab.txt and the features, every 2nd step unrecorded."""
+    instances), val_seen.json (1), na_vocab.txt and the features, every 2nd step unrecorded
+    (`train_features`: more `write_features` options for train's)."""
     manual, feats = tmp_path / "data", tmp_path / "features"
     manual.mkdir()
     records, written = {}, 0
     for split, num, seed in (("train", 3, 0), ("val_seen", 1, 1)):
         records[split] = synthetic_instances(num, seed)
         (manual / f"{split}.json").write_text(json.dumps(records[split]))
-        written += write_features(records[split], str(feats), seed=seed, skip_every=2)
+        written += write_features(records[split], str(feats), seed=seed, skip_every=2,
+                                  **(train_features if split == "train" else {}))
     (manual / validate.VOCAB_FILE).write_text("<PAD>\n<UNK>\nthe\nwalk\n")
     return manual, feats, records, written
 
@@ -29,8 +34,69 @@ def release(tmp_path):
 def test_a_sound_release_has_no_problem(tmp_path):
     manual, feats, _, written = release(tmp_path)
     assert validate.validate_release(str(manual)) == ([], 3)
-    problems, checked = validate.validate_release(str(manual), str(feats))
+    notes = []
+    problems, checked = validate.validate_release(str(manual), str(feats), notes=notes)
     assert problems == [] and checked == 3 + 4 + written
+    assert len(notes) == 2, notes
+    for note, split in zip(notes, ("train", "val_seen")):
+        assert note.startswith(f"tag alignment {split}: 0 of ") and "worst" not in note
+        compared = int(note.split(": 0 of ")[1].split()[0])
+        assert compared > 10
+        assert note.endswith(f"agent_rot read as a heading for {compared} of {compared} (0 of "
+                             "them at the replayed position with another heading)")
+
+
+@pytest.mark.parametrize("shift", [1, -1])
+def test_a_recording_off_by_one_step_is_flagged(tmp_path, shift):
+    manual, feats, records, _ = release(tmp_path, shift=shift)
+    notes = []
+    problems, _ = validate.validate_release(str(manual), str(feats), notes=notes)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"{feats / af.POS_DIR}: train: the recording looks shifted "
+                                  f"by {shift:+d} step: ")
+    shifted = problems[0].split(f"before action t{shift:+d}")[0].rsplit(", ", 1)[1]
+    assert shifted.startswith("0 of ")             # shifted back, every entry fits
+    train, val = notes
+    assert train.startswith("tag alignment train: ") and " worst " in train
+    assert not train.startswith("tag alignment train: 0 of ")
+    maps = {str(r["mapId"]) for r in records["train"]}
+    worst = train.split("; worst ")[1].split("; with")[0].split(", ")
+    assert len(worst) == validate.SHOWN
+    for w in worst:          # "<distance> at pos_<mapId>.json '<mapId>_<phase>_<turn>_<t>'"
+        dist, _, name, key = w.split(" ")
+        assert float(dist) > af.POSE_TOL and name[4:-5] in maps and key[1:].startswith(name[4:-5])
+    assert val.startswith("tag alignment val_seen: 0 of ")
+
+
+def test_layout_variants_are_sound_and_the_ignored_keys_are_counted(tmp_path):
+    manual, feats, _, written = release(tmp_path, variants=("shuffled", "float_ids",
+                                                            "third_turn"))
+    notes = []
+    problems, checked = validate.validate_release(str(manual), str(feats), notes=notes)
+    assert problems == [] and checked == 3 + 4 + written
+    turn2 = sum(k.split("_")[2] == "2" for f in (feats / af.POS_DIR).glob("*.json")
+                for k in json.loads(f.read_text()))
+    assert turn2 > 0 and notes[-1].startswith(f"pose files: {turn2} keys of turns >= 2 ignored "
+                                              "(in 3 files;")
+
+
+def test_real_instances_replay_to_the_recorded_convention():
+    """The poses the synthetic writer records (the release's convention as `features` reads
+    it: agent_pos the path point before action t, agent_rot the Euler yaw) agree with the
+    replayed demonstrations of real val_seen instances, positions and headings."""
+    records = read_arramon(os.path.join(SHARED_DATA, "arramon", "val_seen.json"))[:12]
+    poses = {}
+    for r in records:
+        pz = poses[r["mapId"]] = af.Poses()
+        for turn in range(2):
+            for phase in af.PHASES:
+                actions, steps = demonstration_steps(r, phase, turn)
+                for t, (pos, rot) in enumerate(steps[:len(actions)]):
+                    pz[phase, turn, t] = [-1, [-1.0] * 3, pos, rot]
+    alignment = validate.tag_alignment("val_seen", records, poses, "features")
+    assert alignment.differ == 0 and alignment.compared > 500 and not alignment.off_by()
+    assert alignment.headings == [alignment.compared, 0]
+    assert alignment.shifted[1][1] > 100          # a step late differs at every move
 
 
 def feature_files(feats, map_id):

@@ -19,13 +19,15 @@ half a cell diagonal). Synthetic cities rasterise their own buildings (`walkable
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections import Counter
+from typing import Iterable, Sequence
 
 import numpy as np
 
 from ttw_jax.arramon import env, records as ar
+from ttw_jax.core import paths
 from ttw_jax.core.env import batched
-from ttw_jax.core.vocab import Vocabulary
+from ttw_jax.core.vocab import Vocabulary, tokenize
 
 NAV_ACTION_IDS = {a: i for i, a in enumerate(ar.ACTIONS)}
 NUM_ATTRIBUTES = (len(ar.PATTERNS) + 1, len(ar.COLOURS) + 1, len(ar.TYPES) + 1)  # 0 = unknown
@@ -85,6 +87,51 @@ def initial_heights(rec: dict) -> tuple[np.ndarray, np.ndarray]:
     return heights, attrs
 
 
+# The official vocabulary file (the release's `data/na_vocab.txt`, 774 lines): one token a line,
+# its line number its id, these two first (`tok.Tokenizer`; `build_vocab` keeps the training
+# words seen at least 3 times, `MIN_WORD_OCCURRENCE`, by decreasing count).
+VOCAB_SPECIALS = ("<PAD>", "<UNK>")
+OFFICIAL_MIN_COUNT = 3
+VOCAB_HINT = ("the release keeps it as data/na_vocab.txt (github.com/hyounghk/ArraMon), "
+              "beside train.json")
+
+
+def read_vocab_file(path: paths.PathLike) -> Vocabulary:
+    """The vocabulary of an official vocabulary file, read as shipped (the official
+    `Tokenizer.load`: id = line number, `<PAD>` 0, `<UNK>` 1); a word it does not list encodes
+    as `<UNK>` (1), as the official `word2idx`. FileNotFoundError / ValueError naming the file
+    when it is missing, empty, does not start with `<PAD>`, `<UNK>`, or has an empty line, a
+    token with a space (e.g. a "word count" line) or a token twice."""
+    path = paths.resolve(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: vocabulary file not found; {VOCAB_HINT}")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    where = f"{path}: not an official vocabulary file (one token a line, {VOCAB_SPECIALS[0]} " \
+            f"and {VOCAB_SPECIALS[1]} first)"
+    if tuple(lines[:2]) != VOCAB_SPECIALS:
+        raise ValueError(f"{where}: it starts with {lines[:2]!r}")
+    seen: dict[str, int] = {}
+    for i, word in enumerate(lines):
+        if not word.strip() or len(word.split()) != 1 or word != word.strip():
+            raise ValueError(f"{where}: line {i + 1} is {word!r}")
+        if word in seen:
+            raise ValueError(f"{where}: {word!r} on lines {seen[word] + 1} and {i + 1}")
+        seen[word] = i
+    return Vocabulary(tuple(lines))
+
+
+def write_vocab_file(path: paths.PathLike, texts: Iterable[str],
+                     min_count: int = OFFICIAL_MIN_COUNT) -> int:
+    """Writes an official-format vocabulary file of `texts` as the official `build_vocab`
+    would (the words seen at least `min_count` times, by decreasing count, ties in order of
+    first use; `tokenize`'s words); returns its number of lines."""
+    counts = Counter(w for t in texts for w in tokenize(t))
+    words = [w for w, c in sorted(counts.items(), key=lambda wc: -wc[1]) if c >= min_count]
+    lines = [*VOCAB_SPECIALS, *words]
+    paths.write_text(path, "\n".join(lines) + "\n")
+    return len(lines)
+
+
 def _pad(rows: list[np.ndarray], length: int, fill=0, dtype=np.float32) -> np.ndarray:
     shape = (len(rows), length) + rows[0].shape[1:]
     out = np.full(shape, fill, dtype)
@@ -110,6 +157,8 @@ def episodes(records: Sequence[dict], vocab: Vocabulary, max_tokens: int = 100,
     `Vocabulary.encode`).
     """
     n = len(records)
+    if not n:
+        raise ValueError("no instances to make episodes of (an empty split or partition)")
     out: dict[str, np.ndarray] = {}
     out["start"] = np.array([r["gt_paths"]["navi_path_gt"][0][0][::2] for r in records],
                             np.float32).reshape(n, 2)
@@ -267,6 +316,12 @@ def turn_examples(ep: dict) -> dict:
                 ex[phase + suffix] = ep[phase + suffix][:, t]
         turns.append(ex)
     return {key: np.concatenate([turns[0][key], turns[1][key]]) for key in turns[0]}
+
+
+def paired_turns(examples: dict) -> dict:
+    """`turn_examples`' rows [2N, ...] as instance rows [N, 2, ...] (axis 1 the turn): the
+    batches of the per-turn training (`losses.per_module_updates`)."""
+    return {k: np.stack(np.split(np.asarray(v), 2), 1) for k, v in examples.items()}
 
 
 def navigation_start(walkable: env.Walkable, batch: dict) -> env.NavState:

@@ -16,12 +16,22 @@ A step with no entry keeps the previous entry's positions and, as the official `
 does, gets a zero feature map (`missing="zeros"`, the default; `missing="previous"` keeps the
 previous step's features instead). Entries past the demonstration's last action are not used.
 
-Checks (each error names the file): a missing file (with where the release keeps it), a key of
-another map or not of the form `<mapId>_<phase>_<turn>_<t>`, a turn other than 0 / 1, a tag
-out of order (the official loop records turn 1 navigation, turn 1 assembly, turn 2 navigation,
-turn 2 assembly, each by ascending t, and the files hold their keys in that order), no entry
-for a phase's first step, a malformed entry, a feature file that is unreadable, not
-[7, 7, 2048], or not finite.
+Read as permissively as the official reader, a dict lookup by key: keys in any order, an
+`obj_ids` written as an integral float (`-1.0`: the simulator's replies are parsed into float
+tensors), and keys of turns beyond the two the official loop runs (turn >= 2: never read; counted,
+`Poses.ignored`, and reported). Checks (each error names the file and key): a missing file (with
+where the release keeps it), a key of another map or not of the form `<mapId>_<phase>_<turn>_<t>`,
+no entry for a phase's first step, a malformed entry (not four fields; `obj_ids` not an integer
+or integral float, e.g. 1.5; a position not three finite numbers, e.g. NaN), a feature file that
+is unreadable, not [7, 7, 2048], or not finite.
+
+The recorded `agent_pos` is Unity's world (x, y, z) of the agent (the official `sim_mul.py`
+passes it on as the agent's position, compared with the ground-truth path points), so its
+(x, z) is the project's plane; `agent_rot` is the rotation as three numbers, read here as Unity
+Euler angles in degrees (yaw `agent_rot[1]`, from +z towards +x, as psi), which the official
+code never uses. `merge_recorded` puts a recorded (x, z) in place of the replayed one where the
+two differ by more than `POSE_TOL`, with the heading of its yaw when that lies on the 30-degree
+lattice of the replay (`recorded_headings`), else the replayed heading.
 
 `pack` writes one split's features once into `<cache_dir>/<fingerprint>/` (`feats.npy`, float16
 [rows, 7, 7, 2048], memory-mapped when read; `index.npz`), keyed by a fingerprint of the
@@ -33,7 +43,7 @@ Evaluation rollouts leave the recorded path, where no feature exists: the agent 
 features of the nearest recorded pose of the same instance, turn and phase
 (`nearest_recorded`: the nearest position, then among equally near ones the nearest heading,
 then the earliest step; recorded poses are those the demonstration's actions reach in the
-simulator, `demonstration_poses`).
+simulator, `demonstration_poses`, or the recorded ones where these differ, `merge_recorded`).
 """
 from __future__ import annotations
 
@@ -62,6 +72,9 @@ FEATURE_SHAPE = (7, 7, 2048)
 PHASES = ("navi", "assem")
 MISSING = ("zeros", "previous")
 PACK_VERSION = 1
+TURNS = 2                # turns the official loop runs (`s_turn = 0, e_turn = 2`)
+POSE_TOL = 0.25          # (x, z) units: recorded vs replayed pose (a step is 1.0, a cell 1.5)
+ROT_TOL = 5.0            # degrees: a recorded yaw this near the 30-degree lattice gives a heading
 HINT = ("The pre-recorded features come with the ArraMon release (github.com/hyounghk/ArraMon, "
         f"the feature download of its README): `{POS_DIR}/` and `{VFEAT_DIR}/` in one folder, "
         "passed as --config.data.features_dir.")
@@ -83,9 +96,19 @@ def feature_path(features_dir: str, map_id, phase: str, turn: int, t: int) -> st
 _point = list_of(is_number, 3, 3)      # [x, y, z], finite
 
 
-def read_poses(features_dir: str, map_id) -> dict[tuple[str, int, int], list]:
-    """{(phase, turn, t): [obj_ids, obj_pos, agent_pos, agent_rot]} of one map's pose file,
-    validated (see the module docstring)."""
+def is_integral(v) -> bool:
+    """An integer, or a finite float of integral value (`-1.0`)."""
+    return is_int(v) or (is_number(v) and float(v).is_integer())
+
+
+class Poses(dict):
+    """{(phase, turn, t): [obj_ids (int), obj_pos, agent_pos, agent_rot]} of one pose file (turns
+    0 and 1); `ignored`: how many of its keys are of a turn >= 2 (checked, not kept)."""
+    ignored = 0
+
+
+def read_poses(features_dir: str, map_id) -> Poses:
+    """The entries of one map's pose file, validated (see the module docstring)."""
     path = pose_path(features_dir, map_id)
     if not paths.resolve(path).is_file():
         raise FileNotFoundError(f"{path}: file not found (no recorded poses for mapId "
@@ -94,29 +117,37 @@ def read_poses(features_dir: str, map_id) -> dict[tuple[str, int, int], list]:
     if not isinstance(data, dict):
         raise FeatureFormatError(f"{path}: top level: expected a JSON object keyed by "
                                  f"'<mapId>_<tag>', got {type(data).__name__}")
-    out, last, prefix = {}, None, f"{map_id}_"
+    out, prefix = Poses(), f"{map_id}_"
     for key, entry in data.items():
         tag = key[len(prefix):] if key.startswith(prefix) else None
         m = _TAG.fullmatch(tag) if tag is not None else None
         if m is None:
             raise FeatureFormatError(f"{path}: key {key!r} is not '{prefix}<navi|assem>_<turn>_"
                                      "<step>'")
-        phase, turn, t = m.group(1), int(m.group(2)), int(m.group(3))
-        if turn not in (0, 1):
-            raise FeatureFormatError(f"{path}: key {key!r}: turn {turn} is not 0 or 1")
-        order = (turn, PHASES.index(phase), t)
-        if last is not None and order <= last[0]:
-            raise FeatureFormatError(f"{path}: key {key!r} is out of order: it follows "
-                                     f"{last[1]!r} (the recording runs turn by turn, navigation "
-                                     "then assembly, by ascending step)")
-        last = (order, key)
-        if not (isinstance(entry, list) and len(entry) == 4 and is_int(entry[0])
+        if not (isinstance(entry, list) and len(entry) == 4 and is_integral(entry[0])
                 and _point(entry[1]) and _point(entry[2])
                 and (_point(entry[3]) or is_number(entry[3]))):
-            raise FeatureFormatError(f"{path}: key {key!r}: expected [obj_ids (int), obj_pos "
-                                     "[x, y, z], agent_pos [x, y, z], agent_rot], got "
+            raise FeatureFormatError(f"{path}: key {key!r}: expected [obj_ids (an integer, or a "
+                                     "float of integral value), obj_pos [x, y, z], agent_pos "
+                                     "[x, y, z], agent_rot], all finite, got "
                                      f"{json.dumps(entry)[:120]}")
-        out[(phase, turn, t)] = entry
+        phase, turn, t = m.group(1), int(m.group(2)), int(m.group(3))
+        if turn >= TURNS:
+            out.ignored += 1
+            continue
+        out[(phase, turn, t)] = [int(entry[0]), *entry[1:]]
+    return out
+
+
+def entry_poses(poses: Mapping, phase: str, turn: int, length: int) -> np.ndarray:
+    """[length, 6] float64: agent_pos (x, y, z) and agent_rot of the phase's first `length`
+    steps (a number agent_rot in the middle), NaN where a step has no entry."""
+    out = np.full((length, 6), np.nan)
+    for t in range(length):
+        entry = poses.get((phase, turn, t))
+        if entry is not None:
+            rot = entry[3] if isinstance(entry[3], list) else [np.nan, entry[3], np.nan]
+            out[t] = [*entry[2], *rot]
     return out
 
 
@@ -156,11 +187,15 @@ def recorded_steps(poses: Mapping, phase: str, turn: int, length: int, where: st
 class PackedFeatures:
     """One split's features: rows [R, 7, 7, 2048] float16 (memory-mapped), and per instance,
     turn and phase the first row `offset` [N, 2, 2] and the number of steps `length` [N, 2, 2]
-    (phase axis: navi, assem); `recorded` [R] whether a row's step had its own entry."""
+    (phase axis: navi, assem); `recorded` [R] whether a row's step had its own entry; `poses`
+    [R, 6] its `entry_poses` and `ignored` the pose files' keys of turns >= 2 (both from the
+    pose files, read by every `pack`, not cached)."""
     feats: np.ndarray
     offset: np.ndarray
     length: np.ndarray
     recorded: np.ndarray
+    poses: np.ndarray
+    ignored: int = 0
 
     def _read(self, i: int, turn: int, phase: int, horizon: int) -> np.ndarray:
         out = np.zeros((horizon, 49, FEATURE_SHAPE[2]), np.float16)
@@ -181,15 +216,23 @@ class PackedFeatures:
         return LazyRows(lambda i: np.stack([self._read(i, t, p, horizon) for t in range(2)]),
                         len(self.offset), (2, horizon, 49, FEATURE_SHAPE[2]), np.float16)
 
-    def recorded_mask(self, phase: str, horizon: int) -> np.ndarray:
-        """[N, 2, horizon] bool: steps with their own entry (the nearest-pose candidates)."""
+    def _by_turn(self, rows: np.ndarray, phase: str, horizon: int, fill) -> np.ndarray:
+        """[N, 2, horizon, ...] of per-row values `rows` [R, ...], `fill` past each length."""
         p, n = PHASES.index(phase), len(self.offset)
-        out = np.zeros((n, 2, horizon), bool)
+        out = np.full((n, 2, horizon, *rows.shape[1:]), fill, rows.dtype)
         for i in range(n):
             for t in range(2):
                 lo, k = int(self.offset[i, t, p]), min(int(self.length[i, t, p]), horizon)
-                out[i, t, :k] = self.recorded[lo:lo + k]
+                out[i, t, :k] = rows[lo:lo + k]
         return out
+
+    def recorded_mask(self, phase: str, horizon: int) -> np.ndarray:
+        """[N, 2, horizon] bool: steps with their own entry (the nearest-pose candidates)."""
+        return self._by_turn(self.recorded, phase, horizon, False)
+
+    def recorded_poses(self, phase: str, horizon: int) -> np.ndarray:
+        """[N, 2, horizon, 6] float32 `entry_poses` (NaN without an entry)."""
+        return self._by_turn(self.poses, phase, horizon, np.nan)
 
 
 def _listed(folder: str) -> dict[str, tuple[int, int, int]]:
@@ -205,7 +248,11 @@ def pack(features_dir: str, records: Sequence[Mapping], lengths: Mapping[str, np
         raise ValueError(f"data.missing_feature must be one of {MISSING}, got {missing!r}")
     n = len(records)
     length = np.stack([np.asarray(lengths[p]) for p in PHASES], -1).astype(np.int64)  # [N, 2, 2]
-    poses, sources = [], [PACK_VERSION, missing]
+    poses, sources, ignored, seen = [], [PACK_VERSION, missing], 0, set()
+    offset = np.zeros((n, 2, 2), np.int64)
+    offset.reshape(-1)[1:] = np.cumsum(length.reshape(-1))[:-1]
+    total = int(length.sum())
+    recorded_at = np.full((max(total, 1), 6), np.nan, np.float32)
     listed = {d: _listed(paths.join(features_dir, d)) for d in (POS_DIR, VFEAT_DIR)}
 
     def stat(path: str, folder: str) -> list:
@@ -213,11 +260,16 @@ def pack(features_dir: str, records: Sequence[Mapping], lengths: Mapping[str, np
         return [os.path.basename(path), size, mtime]
     for i, rec in enumerate(records):
         pz = read_poses(features_dir, rec["mapId"])
+        ignored += pz.ignored if rec["mapId"] not in seen else 0
+        seen.add(rec["mapId"])
         where = pose_path(features_dir, rec["mapId"])
         steps = {}
         for turn in range(2):
             for p, phase in enumerate(PHASES):
-                steps[turn, p] = recorded_steps(pz, phase, turn, int(length[i, turn, p]), where)
+                k = int(length[i, turn, p])
+                steps[turn, p] = recorded_steps(pz, phase, turn, k, where)
+                lo = int(offset[i, turn, p])
+                recorded_at[lo:lo + k] = entry_poses(pz, phase, turn, k)
         poses.append(steps)
         used = [feature_path(features_dir, rec["mapId"], PHASES[p], turn, t)
                 for (turn, p), s in steps.items() for t in np.flatnonzero(s)]
@@ -230,9 +282,6 @@ def pack(features_dir: str, records: Sequence[Mapping], lengths: Mapping[str, np
                        + [stat(f, VFEAT_DIR) for f in used])
     fingerprint = hashlib.sha256(json.dumps(sources).encode()).hexdigest()[:24]
     folder = os.path.join(cache_dir, fingerprint)
-    offset = np.zeros((n, 2, 2), np.int64)
-    offset.reshape(-1)[1:] = np.cumsum(length.reshape(-1))[:-1]
-    total = int(length.sum())
     done = os.path.join(folder, "COMPLETE")
     if not os.path.isfile(done):
         os.makedirs(folder, exist_ok=True)
@@ -264,7 +313,22 @@ def pack(features_dir: str, records: Sequence[Mapping], lengths: Mapping[str, np
         paths.write_text(done, json.dumps({"instances": n, "rows": total}) + "\n")
     index = np.load(os.path.join(folder, "index.npz"), allow_pickle=False)
     feats = np.load(os.path.join(folder, "feats.npy"), mmap_mode="r", allow_pickle=False)
-    return PackedFeatures(feats, index["offset"], index["length"], index["recorded"])
+    return PackedFeatures(feats, index["offset"], index["length"], index["recorded"],
+                          recorded_at, ignored)
+
+
+@jax.jit
+def _replay(walkable: env.Walkable, ex: dict) -> dict:
+    """{phase: [T, 2N, 3]} (x, z, heading) of the turn-level examples' demonstrations (module
+    level, so a second split of the same shapes reuses the compiled replay)."""
+    _, _, nav = rollout(env.step_navigation, walkable, navigation_start(walkable, ex),
+                        replay_policy, ex["navi_actions"], jax.random.key(0),
+                        ex["navi_actions"].shape[1])
+    _, _, assem = rollout(env.step_assembly, env.ASSEMBLY, assembly_start(env.ASSEMBLY, ex),
+                          replay_policy, ex["assem_actions"], jax.random.key(0),
+                          ex["assem_actions"].shape[1])
+    return {p: jnp.concatenate([s.position, s.heading[..., None].astype(jnp.float32)], -1)
+            for p, s in (("navi", nav.state), ("assem", assem.state))}
 
 
 def demonstration_poses(walkable: env.Walkable, ep: Mapping[str, np.ndarray]) -> dict:
@@ -274,21 +338,66 @@ def demonstration_poses(walkable: env.Walkable, ep: Mapping[str, np.ndarray]) ->
     poses at which the release recorded its views."""
     ex = {k: jnp.asarray(v) for k, v in turn_examples(dict(ep)).items()}
     n = len(ep["psi0"])
-
-    @jax.jit
-    def replay(walkable, ex):
-        _, _, nav = rollout(env.step_navigation, walkable, navigation_start(walkable, ex),
-                            replay_policy, ex["navi_actions"], jax.random.key(0),
-                            ex["navi_actions"].shape[1])
-        _, _, assem = rollout(env.step_assembly, env.ASSEMBLY, assembly_start(env.ASSEMBLY, ex),
-                              replay_policy, ex["assem_actions"], jax.random.key(0),
-                              ex["assem_actions"].shape[1])
-        return {p: jnp.concatenate([s.position, s.heading[..., None].astype(jnp.float32)], -1)
-                for p, s in (("navi", nav.state), ("assem", assem.state))}     # [T, 2N, 3]
-
-    out = jax.device_get(replay(walkable, ex))
+    out = jax.device_get(_replay(walkable, ex))
     return {p: np.transpose(v, (1, 0, 2)).reshape(2, n, -1, 3).transpose(1, 0, 2, 3)
             for p, v in out.items()}
+
+
+def recorded_headings(rot: np.ndarray, base_deg) -> np.ndarray:
+    """[...] int32 heading index (30-degree steps from `base_deg` [...], degrees: psi0 in
+    navigation, 0 in assembly) of recorded agent_rot [..., 3] read as Unity Euler angles
+    (pitch, yaw, roll), or -1 where that reading does not hold: NaN, a pitch or roll more than
+    `ROT_TOL` off 0, or a yaw more than `ROT_TOL` off the lattice."""
+    rot = np.asarray(rot, np.float64)
+    with np.errstate(invalid="ignore"):
+        level = lambda a: np.abs((a + 180.0) % 360.0 - 180.0) <= ROT_TOL    # noqa: E731
+        k = (rot[..., 1] - base_deg) / 30.0
+        steps = np.round(k)
+        ok = level(rot[..., 0]) & level(rot[..., 2]) & (np.abs(k - steps) * 30.0 <= ROT_TOL)
+    return np.where(ok, np.mod(np.nan_to_num(steps), env.NUM_HEADINGS), -1).astype(np.int32)
+
+
+def heading_base(phase: str, psi0: np.ndarray) -> np.ndarray:
+    """[N, 1, 1] degrees that heading index 0 points to: psi0 in navigation (`episodes`' psi0
+    [N], radians), +z (0) in assembly."""
+    psi0 = np.asarray(psi0, np.float64).reshape(-1, 1, 1)
+    return np.degrees(psi0) if phase == "navi" else np.zeros_like(psi0)
+
+
+def pose_offsets(recorded: np.ndarray, replayed: np.ndarray) -> np.ndarray:
+    """[...] (x, z) distance between recorded `entry_poses` [..., 6] and replayed poses [..., 3]
+    (x, z, heading: `demonstration_poses`); NaN where nothing was recorded."""
+    return np.hypot(recorded[..., 0] - replayed[..., 0], recorded[..., 2] - replayed[..., 1])
+
+
+def merge_recorded(replayed: np.ndarray, recorded: np.ndarray, base_deg: np.ndarray,
+                   tol: float = POSE_TOL) -> tuple[np.ndarray, dict[str, int]]:
+    """(poses [N, 2, T, 3] float32, counts): the replayed demonstration poses [N, 2, T, 3], with
+    the recorded (x, z) of `recorded` [N, 2, T, 6] (`PackedFeatures.recorded_poses`) at the steps
+    where the two differ by more than `tol`, and there the recorded heading where it converts
+    (`recorded_headings` from `base_deg`, `heading_base`), else the replayed one. counts:
+    `compared` (recorded steps), `differ` (replaced), `headings` (of those, recorded heading)."""
+    dist = pose_offsets(recorded, replayed)
+    with np.errstate(invalid="ignore"):
+        differ = dist > tol                                   # False where NaN
+    heading = recorded_headings(recorded[..., 3:], base_deg)
+    turned = differ & (heading >= 0)
+    out = np.array(replayed, np.float32)
+    out[..., 0] = np.where(differ, recorded[..., 0], out[..., 0])
+    out[..., 1] = np.where(differ, recorded[..., 2], out[..., 1])
+    out[..., 2] = np.where(turned, heading, out[..., 2])
+    return out, {"compared": int(np.isfinite(dist).sum()), "differ": int(differ.sum()),
+                 "headings": int(turned.sum())}
+
+
+def recorded_pose_note(counts: Mapping[str, Mapping[str, int]], ignored: int,
+                       tol: float = POSE_TOL) -> str:
+    """The log line of `merge_recorded`'s counts per phase and the ignored keys."""
+    per = ", ".join(f"{p} {c['differ']} of {c['compared']}" for p, c in counts.items())
+    headings = sum(c["headings"] for c in counts.values())
+    return (f"recorded poses: {per} differ from the replayed demonstration by more than {tol:g} "
+            f"in (x, z); the nearest-pose lookup takes the recorded ones there ({headings} with "
+            f"the recorded heading); {ignored} pose-file keys of turns >= {TURNS} ignored")
 
 
 def nearest_recorded(position: jax.Array, heading: jax.Array, poses: jax.Array,

@@ -1,7 +1,10 @@
 """Imitation through the ArraMon simulator: cross-entropy of the demonstrated actions of both
 phases (teacher forcing, Kim et al. 2020, section 6), or for navigation optionally of the
 student-forcing labels along the agent's own partly sampled path (`student_prob` > 0: the
-demonstration while the agent is on it, `ttw_jax.arramon.expert` after it left it)."""
+demonstration while the agent is on it, `ttw_jax.arramon.expert` after it left it). The two
+modules train on the mean of their losses (one update per batch), or as the official
+`main_nosim.py` does, each on its own loss with its own clipping, per turn
+(`per_module_updates`)."""
 from __future__ import annotations
 
 import jax
@@ -135,3 +138,64 @@ def teacher_forced_accuracy(nav_model: PhaseAgent, assem_model: PhaseAgent):
                                                                      name)
         return out
     return accuracy
+
+
+MODULES = ("navi", "assem")
+TRAIN_UPDATES = ("joint", "per_module_per_turn")
+
+
+def per_module_updates(loss_fn, tx: optax.GradientTransformation, grad_clip: float):
+    """update(params, opt_state, batch, rng, *consts) -> (params, opt_state, metrics): the
+    training of one batch of instances in the official `main_nosim.py` (`train_update =
+    "per_module_per_turn"`; "joint" is one `tx` update on `loss_fn`'s mean of both modules).
+
+    For turn 1, then turn 2, the navigation module, then the assembly module: the gradient of
+    that module's own CE on the turn's rows (`loss_fn`'s metric `{module}_ce`, the other
+    module's parameters held), clipped to `grad_clip` (when > 0) by its own global norm, then
+    one `tx` update of both modules' parameters with a zero gradient for the other module: four
+    updates per batch. The official code steps one Adam over both modules after each backward
+    pass, the other module's gradients zeroed by `zero_grad()` (to zeros, not None, in PyTorch
+    1.x, which its README names), so the other module moves by its Adam momentum as here;
+    PyTorch skips the assembly module in the very first update (no gradient yet), where here
+    its update is 0 (its bias correction then counts one update more).
+
+    `batch`: instance rows, every array [B, 2, ...] (axis 1 the turn); `loss_fn(params,
+    turn_batch, rng, *consts) -> (loss, metrics)` a joint loss of turn-level rows
+    (`imitation_loss`, `feature_imitation_loss`), whose other module XLA then leaves out of each
+    gradient. metrics: each module's CE and accuracy (before its update) and gradient norm
+    (`{module}_grad_norm`, before clipping), averaged over the two turns, and `loss` the mean of
+    the two CEs."""
+    clip = optax.clip_by_global_norm(grad_clip) if grad_clip > 0 else optax.identity()
+
+    def module_loss(name):
+        def f(module_params, params, batch, rng, *consts):
+            _, m = loss_fn({**params, name: module_params}, batch, rng, *consts)
+            return m[f"{name}_ce"], {k: m[f"{name}_{k}"] for k in ("ce", "accuracy")}
+        return jax.value_and_grad(f, has_aux=True)
+
+    grads = {name: module_loss(name) for name in MODULES}
+
+    def update(params, opt_state, batch, rng, *consts):
+        def turn_updates(carry, xs):
+            params, opt_state = carry
+            turn, key = xs
+            out = {}
+            for j, name in enumerate(MODULES):
+                (_, m), g = grads[name](params[name], params, turn, jax.random.fold_in(key, j),
+                                        *consts)
+                out.update({f"{name}_{k}": v for k, v in m.items()})
+                out[f"{name}_grad_norm"] = optax.global_norm(g)
+                g, _ = clip.update(g, clip.init(g))
+                full = {k: g if k == name else jax.tree.map(jnp.zeros_like, v)
+                        for k, v in params.items()}
+                updates, opt_state = tx.update(full, opt_state, params)
+                params = optax.apply_updates(params, updates)
+            return (params, opt_state), out
+
+        turns = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), batch)      # [2, B, ...]
+        (params, opt_state), per_turn = jax.lax.scan(
+            turn_updates, (params, opt_state), (turns, jax.random.split(rng, 2)))
+        metrics = {k: jnp.mean(v) for k, v in per_turn.items()}
+        metrics["loss"] = (metrics["navi_ce"] + metrics["assem_ce"]) / 2
+        return params, opt_state, metrics
+    return update

@@ -19,7 +19,10 @@ One `PhaseAgent` per phase (navigation and assembly keep separate parameters); p
   feeds h_t; `logits_from_state=False` gives eq. 6 as written).
 - `kind`: 'vl' (the above), 'vo' / 'lo' the same without Cross-Attn (section 6): v_t = Attn(h_t,
   V_t) or l_t = Attn(h_t, L) alone; 'vo' has no instruction encoder, 'lo' no vision encoder.
-Dropout 0.3 on the word, entity and action embeddings and on the logits' input while training.
+Dropout 0.3 while training (`dropout_placement`): "inputs" on the word, entity and action
+embeddings and on the logits' input (configs/paper.py); "action_and_logits" on the action
+embedding and on the logits themselves, the official `decoders_nosim.py`'s `func` (which drops
+`a_emb(it)` and `projection(...)`'s output, and nothing of the words or the views).
 `step` runs once per simulator step, so the agent lives inside the simulator's `lax.scan`
 (with features, each step sees those of the nearest recorded pose, `features.feature_view`;
 `teacher_forced_logits` runs it over recorded views without the simulator):
@@ -43,6 +46,7 @@ from ttw_jax.core.train.precision import softmax
 NUM_ACTIONS = 4
 START = NUM_ACTIONS          # previous-action id at t = 0
 KINDS = ("vl", "vo", "lo")
+DROPOUT_PLACEMENTS = ("inputs", "action_and_logits")
 
 
 def _masked_softmax(scores: jax.Array, mask: jax.Array, axis: int = -1) -> jax.Array:
@@ -90,6 +94,7 @@ class PhaseAgent(nn.Module):
     dropout: float = 0.3
     logits_from_state: bool = True         # official decoder: Linear([v_t; l_t; h_t])
     visual: str = "symbolic"               # symbolic | features (VISUALS)
+    dropout_placement: str = "inputs"      # DROPOUT_PLACEMENTS (module docstring)
 
     @property
     def uses_words(self) -> bool:
@@ -104,6 +109,9 @@ class PhaseAgent(nn.Module):
             raise ValueError(f"unknown agent kind {self.kind!r}; choose from {KINDS}")
         if self.visual not in VISUALS:
             raise ValueError(f"unknown visual input {self.visual!r}; choose from {VISUALS}")
+        if self.dropout_placement not in DROPOUT_PLACEMENTS:
+            raise ValueError(f"unknown dropout placement {self.dropout_placement!r}; choose "
+                             f"from {DROPOUT_PLACEMENTS}")
         if self.uses_words:
             self.words = nn.Embed(self.vocab_size, self.embed_dim)
             self.encoder = nn.RNN(nn.OptimizedLSTMCell(self.hidden))
@@ -120,12 +128,18 @@ class PhaseAgent(nn.Module):
         self.head = nn.Dense(NUM_ACTIONS)
         self.drop = nn.Dropout(self.dropout)
 
+    def _drop_input(self, x: jax.Array, train: bool) -> jax.Array:
+        """Dropout of a word / entity embedding or the logits' input: only under "inputs"."""
+        if self.dropout_placement != "inputs":
+            return x
+        return self.drop(x, deterministic=not train)
+
     def encode(self, tokens: jax.Array, lengths: jax.Array, train: bool = False):
         """(L [B, l, hidden] word states, mask [B, l]); (None, None) for 'vo'."""
         if not self.uses_words:
             return None, None
         mask = jnp.arange(tokens.shape[1])[None] < lengths[:, None]
-        emb = self.drop(self.words(tokens), deterministic=not train)
+        emb = self._drop_input(self.words(tokens), train)
         return self.encoder(emb, seq_lengths=lengths), mask
 
     def entities(self, view: tuple, train: bool):
@@ -139,7 +153,7 @@ class PhaseAgent(nn.Module):
         v = self.geo(geo)
         for i, embed in enumerate(self.attr_embeds):
             v = v + embed(attrs[..., i])
-        v = self.drop(nn.relu(v), deterministic=not train)
+        v = self._drop_input(nn.relu(v), train)
         null = jnp.broadcast_to(self.null, (v.shape[0], 1, self.hidden))
         mask = jnp.concatenate([jnp.ones((v.shape[0], 1), bool), visible], 1)
         return jnp.concatenate([null, v], 1), mask
@@ -163,8 +177,10 @@ class PhaseAgent(nn.Module):
                 feats = [attend(h, v_hat, vmask), attend(h, l_hat, umask)]
         if self.logits_from_state:
             feats.append(h)
-        x = self.drop(jnp.concatenate(feats, -1), deterministic=not train)
-        return carry, self.head(x)
+        logits = self.head(self._drop_input(jnp.concatenate(feats, -1), train))
+        if self.dropout_placement == "action_and_logits":
+            logits = self.drop(logits, deterministic=not train)
+        return carry, logits
 
     def __call__(self, tokens, lengths, views: tuple, prev_actions, train: bool = False):
         """Teacher-forced logits [B, T, 4] for `views` (the arrays of `entities`' view with a

@@ -3,7 +3,9 @@ split, and a scorer that re-reads them to the task metrics.
 
 A predictions file (`predictions_<split>.json`) is a JSON object keyed by `mapId` (as the
 official `main.py`'s `map_path`; `"<mapId>_<index>"` for a mapId that a split repeats), each
-value {"index": position in the split, "mapId": ..., "turns": [turn 1, turn 2]} with per turn
+value {"index": position in the split when written (the scorer finds an instance's entry by its
+key, so the split file's order does not matter), "mapId": ..., "turns": [turn 1, turn 2]} with
+per turn
 
     navi_path       [[x, z], ...]   the navigation path (the start, then one point per move)
     picked          int             the object picked up: 0 / 1 are the turn-1 / turn-2 targets
@@ -132,9 +134,12 @@ def check_format(data, source: str) -> dict:
 
 
 def check_instances(preds: Mapping, records: Sequence[Mapping], source: str = "") -> list[str]:
-    """The instance keys of `records` (a split's file, in order) after checking that `preds`
-    holds every instance of the split exactly once: one entry per key, at its index, with its
-    mapId, and none other; ValueError (naming `source`) otherwise."""
+    """The predictions key of each of `records` (a split's file, in any order) after checking
+    that `preds` holds every instance of the split exactly once: one entry per instance key
+    (its mapId, `instance_keys`), with its mapId, and none other; ValueError (naming `source`)
+    otherwise. Entries are matched by key, not position, so a split file whose instances are
+    reordered scores the same; only a mapId that the split repeats is keyed by position
+    ("<mapId>_<index>": the mapId alone does not tell its instances apart)."""
     where = f"{source}: " if source else ""
     keys = instance_keys(records)
     missing = [k for k in keys if k not in preds]
@@ -145,12 +150,12 @@ def check_instances(preds: Mapping, records: Sequence[Mapping], source: str = ""
     if extra:
         raise ValueError(f"{where}predictions for instances the split does not hold: "
                          f"{extra[:5]}")
-    for i, (key, rec) in enumerate(zip(keys, records)):
+    for key, rec in zip(keys, records):
         entry = preds[key]
-        if entry["index"] != i or str(entry.get("mapId")) != str(rec["mapId"]):
+        if str(entry.get("mapId", key)) != str(rec["mapId"]):
             raise ValueError(f"{where}prediction {key!r} is for instance {entry['index']} "
-                             f"(mapId {entry.get('mapId')!r}), the split has mapId "
-                             f"{rec['mapId']!r} at index {i}")
+                             f"(mapId {entry.get('mapId')!r}) of the predicted split, not for "
+                             f"the split's mapId {rec['mapId']!r}")
     return keys
 
 
@@ -158,7 +163,8 @@ def score_predictions(preds: Mapping, records: Sequence[Mapping],
                       rule: str = "distance") -> dict:
     """{metric: mean over both turns, f"{metric}_{turn}": per-turn mean} (the names of
     `evaluation.METRICS`) of `preds` against the split's `records`, under CTC `rule`; every
-    instance must have its entry, at its index, with its mapId."""
+    instance must have its entry, found by its mapId (`check_instances`: the split file's
+    order does not matter)."""
     am.check_rule(rule)
     keys = check_instances(preds, records)
     per: dict[str, list[float]] = {}

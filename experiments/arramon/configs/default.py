@@ -24,6 +24,9 @@ def get_config():
     c.model.hidden = 128           # paper: LSTM hidden 128
     c.model.dropout = 0.3
     c.model.logits_from_state = True   # official decoder: Linear([v; l; h]); False: eq. 6
+    # Dropout on the word, entity and action embeddings and the logits' input ("inputs"), or
+    # on the action embedding and the logits ("action_and_logits", the official decoder's).
+    c.model.dropout_placement = "inputs"
 
     # Training of the navigation module: teacher forcing (0.0, the paper), or student forcing
     # (DAgger-style): each step executes the module's own sample with this probability, and
@@ -31,6 +34,11 @@ def get_config():
     # `ttw_jax.arramon.expert` after it left it.
     c.student_forcing = 0.0
     c.train_horizon = 0            # navigation steps per training rollout (0: the gold length)
+    # "joint": one update per batch of turns on the mean of both modules' losses (App. E.2),
+    # the gradient clipped as a whole; "per_module_per_turn": the official main_nosim.py, per
+    # batch of instances (batch_size instances) four updates, turn 1 then turn 2, navigation
+    # then assembly, each on its module's own loss and clipped by itself (losses.py).
+    c.train_update = "joint"
 
     c.batch_size = 32
     c.optim = optim_config(learning_rate=1e-3, grad_clip=5.0)   # Adam (paper)
@@ -58,6 +66,10 @@ def get_config():
     # refused (synthetic ones are cut with a warning).
     c.data.max_tokens = 0
     c.data.max_objects = 8
+    # The vocabulary: empty, every word of the training split's instructions; or an official
+    # vocabulary file read as shipped (the release's na_vocab.txt: one token a line, <PAD> and
+    # <UNK> first, words outside it <UNK>); a bare file name is read from data.manual_dir.
+    c.data.vocab_file = ""
     # The release's pre-recorded image features (`pos_sim_passed_sec/`, `vfeat_sim_passed_sec/`
     # in one folder): V/L and V/O then read them (teacher forcing over the recorded views, as
     # the official main_nosim.py; the nearest recorded pose's views in evaluation rollouts).

@@ -7,8 +7,13 @@ the official code validates on val_seen, which the paper reports; here a held-ou
 training instances (by a stable hash of `mapId`) picks the best step, and val_seen / val_unseen
 are only reported. 320,000 steps of 8 turns are 300 epochs of the 4,267 training instances'
 8,534 turns (the official `--num_epochs`), with early stopping after 10 epochs without a better
-dev nDTW. Refuses to run without `data.features_dir` (`pos_sim_passed_sec/`,
-`vfeat_sim_passed_sec/`). `--config.model.name=vo` gives the V/O row.
+dev nDTW. The paper's text, not the official script, fixes the rest: one update per batch of
+turns on the average of the two modules' losses (App. E.2), the gradient clipped as a whole,
+dropout on the word, entity and action embeddings and the logits' input, and a vocabulary of
+every training word; `configs/official.py` is the official `main_nosim.py` (per-module,
+per-turn updates, its dropout, `na_vocab.txt`, selection on val_seen). Refuses to run without
+`data.features_dir` (`pos_sim_passed_sec/`, `vfeat_sim_passed_sec/`). `--config.model.name=vo`
+gives the V/O row.
 
   python -m experiments.arramon.main --config=experiments/arramon/configs/paper.py \
       --config.data.manual_dir=/path/to/ArraMon/data \
@@ -20,6 +25,8 @@ from experiments.arramon.configs import default
 def get_config():
     c = default.get_config()
     c.model.name = "vl"
+    c.model.dropout_placement = "inputs"
+    c.train_update = "joint"
     c.data.tfds_config = "english"
     c.data.require_features = True
     c.data.partition_split = "train"
