@@ -1,8 +1,9 @@
 """Training and evaluation of Talk The Walk localization with emergent communication.
 
 `train_and_evaluate(config, workdir)` trains a tourist/guide pair on random walks sampled on device
-(`data.train_walks="sampled"`, ours) or on the released code's fixed training set, every (window,
-start, action sequence) once per epoch in a fresh order (`"enumerated"`, with `num_epochs`),
+(`data.train_walks="sampled"`, ours) or on the 2018 release's fixed training set, every (window,
+start, action sequence) once per epoch in a fresh order (`"enumerated"`, with `num_epochs`; the
+README's revision table says which release does which),
 checkpoints with orbax (a killed run resumes from its last checkpoint with identical results),
 stops early on validation accuracy, then reports train/valid/test accuracy of the best parameters
 beside the Bayes upper bounds, and the full-task success rate (Algorithm 1). `data.label` picks
@@ -129,20 +130,24 @@ def make_tx(config: ml_collections.ConfigDict, num_steps: int) -> optax.Gradient
                                   for a in ("tourist", "guide")}, agent)
 
 
-def epoch_sampler(examples: dict, batch_size: int, key: jax.Array, mesh) -> tuple[Callable, int]:
-    """sample(step) over a fixed training set (device arrays, E rows): epoch `step // n` visits
-    every row once in the order `permutation(fold_in(key, epoch))`, n = ceil(E / batch_size)
-    batches (the last one wraps around to the epoch's first rows). Returns (sample, n)."""
-    num = len(examples["target"])
-    per_epoch = -(-num // batch_size)
-
-    @functools.partial(jax.jit, out_shardings=dp.batch_sharded(mesh))
-    def sample(step, table):
-        order = jax.random.permutation(jax.random.fold_in(key, step // per_epoch), num)
-        rows = order[((step % per_epoch) * batch_size + jnp.arange(batch_size)) % num]
-        return jax.tree_util.tree_map(lambda x: x[rows], table)
-
-    return (lambda step: sample(step, examples)), per_epoch
+def train_sampler(config: ml_collections.ConfigDict, train_table: np.ndarray,
+                  train_examples: dict | None, key: jax.Array, mesh
+                  ) -> tuple[Callable, bool, int | None]:
+    """The training batches of `data.train_walks`: (sample, pass_step, steps per epoch).
+    "sampled": `sample(key)`, fresh random walks on the train windows at every step (ours; the
+    current release samples too, see the README's revision table); "enumerated":
+    `sample(key, step)`, the 2018
+    release's fixed training set `train_examples` (`walks.enumerate_walks` of the train windows),
+    every walk once per epoch in a fresh order (`walks.epoch_sampler`, drawn from `key`)."""
+    if config.data.train_walks == "enumerated":
+        sample, per_epoch = walks.epoch_sampler(dp.replicate(train_examples, mesh),
+                                                config.batch_size, key, mesh)
+        return (lambda k, step: sample(step)), True, per_epoch
+    table = dp.replicate(jnp.asarray(train_table), mesh)
+    sample_walks = jax.jit(lambda k, tbl: walks.sample_batch(
+        k, tbl, config.batch_size, config.T, **walk_kwargs(config)),
+        out_shardings=dp.batch_sharded(mesh))
+    return (lambda k: sample_walks(k, table)), False, None
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
@@ -159,20 +164,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     tables = {s: w.landmarks for s, w in data.items()}
     examples = {s: walks.enumerate_walks(t, config.T, **walk_kwargs(config))
                 for s, t in tables.items()}
+    sample_batch, pass_step, per_epoch = train_sampler(
+        config, tables["train"], examples["train"], jax.random.fold_in(run.key(INIT), 1), run.mesh)
     fit_config = config
-    if config.data.train_walks == "enumerated":
-        sample, per_epoch = epoch_sampler(run.replicate(examples["train"]), config.batch_size,
-                                          jax.random.fold_in(run.key(INIT), 1), run.mesh)
-        sample_batch, pass_step = (lambda k, step: sample(step)), True
+    if per_epoch is not None:
         fit_config = ml_collections.ConfigDict(config.to_dict())
         fit_config.num_steps = config.num_epochs * per_epoch
         fit_config.eval_every = config.eval_every_epochs * per_epoch
-    else:
-        train_table = run.replicate(jnp.asarray(tables["train"]))
-        sample_walks = jax.jit(lambda k, tbl: walks.sample_batch(
-            k, tbl, config.batch_size, config.T, **walk_kwargs(config)),
-            out_shardings=dp.batch_sharded(run.mesh))
-        sample_batch, pass_step = (lambda k: sample_walks(k, train_table)), False
     state = train_state.TrainState.create(
         apply_fn=model.apply, params=init_params(config, model, tables["train"], run.key(INIT)),
         tx=make_tx(config, fit_config.num_steps))
@@ -191,7 +189,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     step = meta["step"]
 
     results = {"config": config.to_dict(), "best_step": meta["best_step"], "last_step": step}
-    if config.data.train_walks == "enumerated":
+    if per_epoch is not None:
         results.update(steps_per_epoch=per_epoch, best_epoch=meta["best_step"] / per_epoch)
     bound = functools.partial(bayes_rate, T=config.T, **walk_kwargs(config))
     for split in maps.SPLITS:

@@ -28,6 +28,7 @@ walks and full task, landmarks seen only facing away from the intersection).
 from __future__ import annotations
 
 import functools
+import os
 from typing import Callable, Sequence
 
 import jax
@@ -45,7 +46,8 @@ from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.core.vocab import Vocabulary
 from ttw_jax.talk_the_walk import env as grid, maps, walks as localization
 from ttw_jax.talk_the_walk.language import (dataset as ttw_language_data, dialogues as td,
-                                            evaluation as language, losses as nl_losses)
+                                            evaluation as language, losses as nl_losses,
+                                            release_dict)
 from ttw_jax.talk_the_walk.language.guide import ACTION_CHAINS, MASK_HEADS, T_INPUTS, NLGuide
 from ttw_jax.talk_the_walk.language.tourist import NLTourist
 
@@ -53,6 +55,7 @@ RESUMABLE_CHANGES = ("patience", "eval.batch_size", "eval.beam_sizes", "eval.num
                      "full_task.", "data.tfds_dir", "data.manual_dir")
 HUMAN_KEYS = ("obs", "actions", "num_moves", "utterance", "utterance_len", "message",
               "message_len", "landmarks", "target")
+VOCABS = ("ours", "released")
 
 
 def _ints(spec) -> list[int]:
@@ -65,12 +68,14 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
     dialogues, nmaps = ttw_language_data.load_dialogues(d.tfds_config, d.tfds_dir or None,
                                                         d.manual_dir or None)
     vocab_path = paths.resolve(workdir) / "vocab.json"
+    source = vocab_source(config)
     if vocab_path.exists():
         vocab = Vocabulary.load(vocab_path)
     else:
-        vocab = td.build_vocab(td.dialogue_texts(dialogues["train"]), min_count=d.min_count)
+        vocab = build_vocab(config, dialogues, source)
         if jax.process_index() == 0:
             vocab.save(vocab_path)
+    tokenizer = release_dict.split_tokenize if d.vocab == "released" else td.tokenize
     tables = {s: maps.windows(list(nmaps.values()), s).landmarks for s in maps.SPLITS}
     empty = [s for s in maps.SPLITS if not dialogues[s] or not len(tables[s])]
     if empty:
@@ -83,10 +88,42 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
             blocked_forward=d.blocked_forward, orientation_aware=d.orientation_aware)
             for s in maps.SPLITS}
         human[ctx] = {s: td.encode_examples(examples[ctx][s], nmaps, vocab, d.max_moves,
-                                            d.utterance_len, d.message_len, d.orientation_aware)
+                                            d.utterance_len, d.message_len, d.orientation_aware,
+                                            tokenizer)
                       for s in maps.SPLITS}
-    return {"vocab": vocab, "tables": tables, "human": human, "examples": examples[1],
-            "num_dialogues": {s: len(v) for s, v in dialogues.items()}}
+    return {"vocab": vocab, "vocab_source": source, "tables": tables, "human": human,
+            "examples": examples[1], "num_dialogues": {s: len(v) for s, v in dialogues.items()}}
+
+
+def vocab_source(config: ml_collections.ConfigDict) -> str:
+    """Where the vocabulary comes from (`data.vocab`): "train utterances" (ours), the release's
+    `dict.txt` (its path, when `data.tfds_config=real` and the release folder has one), "built as
+    ttw/dict.py" from the release's dialogue files (`real` without it), or "built as ttw/dict.py
+    from <config> dialogues" (a synthetic config's train, valid and test dialogues)."""
+    d = config.data
+    if d.vocab != "released":
+        return "train utterances"
+    if d.tfds_config == "real":
+        path = os.path.join(d.manual_dir, release_dict.DICT_FILE)
+        return path if paths.isfile(path) else f"built as ttw/dict.py from {d.manual_dir}"
+    return f"built as ttw/dict.py from {d.tfds_config} dialogues"
+
+
+def build_vocab(config: ml_collections.ConfigDict, dialogues: dict, source: str) -> Vocabulary:
+    """The vocabulary of `data.vocab` from `source` (`vocab_source`): ours (both speakers' train
+    utterances, words seen `data.min_count` times), or the release's dictionary with
+    `min_freq = data.min_count`, read from its `dict.txt` or counted as ttw/dict.py counts (over
+    the release's files as they are, or a synthetic config's train, valid and test)."""
+    d = config.data
+    if d.vocab != "released":
+        return td.build_vocab(td.dialogue_texts(dialogues["train"]), min_count=d.min_count)
+    if source.endswith(release_dict.DICT_FILE):
+        counts = release_dict.read_dict(source)
+    elif d.tfds_config == "real":
+        counts = release_dict.build_dict_file(d.manual_dir)
+    else:
+        counts = release_dict.count_words([dialogues[s] for s in maps.SPLITS])
+    return release_dict.released_vocab(counts, d.min_count)
 
 
 def run_provenance(config: ml_collections.ConfigDict) -> dict:
@@ -102,31 +139,81 @@ def run_provenance(config: ml_collections.ConfigDict) -> dict:
     return provenance.provenance(config, data=data, hidden_splits=maps.HIDDEN_SPLITS)
 
 
-def stage_config(config: ml_collections.ConfigDict, stage: ml_collections.ConfigDict):
+def stage_config(config: ml_collections.ConfigDict, stage: ml_collections.ConfigDict,
+                 epoch_size: int | None = None):
     """The `fit` settings of one stage: its num_steps / eval_every over the shared ones (the
-    shared `profile_steps` traces those steps of every stage, into `<stage>/profile`)."""
-    return ml_collections.ConfigDict({
+    shared `profile_steps` traces those steps of every stage, into `<stage>/profile`). With
+    `stage.num_epochs` > 0 the released procedure instead: `num_epochs` epochs of `epoch_size`
+    examples (`steps_per_epoch` = ceil(epoch_size / batch_size) steps each), a validation after
+    every epoch, the best kept and no early stop."""
+    out = ml_collections.ConfigDict({
         "num_steps": stage.num_steps, "eval_every": stage.eval_every,
         "patience": config.patience, "log_every": config.log_every,
         "max_checkpoints": config.max_checkpoints,
-        "profile_steps": config.get("profile_steps", "")})
+        "profile_steps": config.get("profile_steps", ""), "steps_per_epoch": 0})
+    if stage.num_epochs > 0:
+        per_epoch = steps_per_epoch(epoch_size, stage.batch_size)
+        out.update(num_steps=stage.num_epochs * per_epoch, eval_every=per_epoch,
+                   patience=stage.num_epochs + 1, steps_per_epoch=per_epoch)
+    return out
+
+
+def steps_per_epoch(epoch_size: int | None, batch_size: int) -> int:
+    """ceil(epoch_size / batch_size): the batches of one epoch (the last one may wrap around)."""
+    if not epoch_size:
+        raise ValueError("a stage measured in epochs needs the size of its training set")
+    return -(-int(epoch_size) // batch_size)
+
+
+def walk_epoch_size(config, table, T: int) -> int:
+    """An epoch of a random-walk stage: as many walks as the 2018 release's `TalkTheWalkEmergent`
+    enumerates, every (train window, start corner and, aware, orientation, action sequence) of
+    length T once (ours draws fresh walks at every step instead)."""
+    return localization.enumeration_size(T, bool(config.data.orientation_aware),
+                                         num_windows=len(table))[0]
+
+
+def fixed_sampler(run: Run, stage, arrays: dict, key) -> dict:
+    """`run_stage`'s sampling keywords for a fixed training set (host arrays): episodes drawn with
+    replacement at every step, or, with `stage.num_epochs` > 0, every example once per epoch in a
+    fresh order (`walks.epoch_sampler`, the released DataLoader's shuffle, from `key`)."""
+    if stage.num_epochs > 0:
+        sample, _ = localization.epoch_sampler(run.replicate(arrays), stage.batch_size, key,
+                                               run.mesh)
+        return {"sample": lambda k, step: sample(step), "pass_step": True,
+                "epoch_size": len(arrays["target"])}
+    return {"sample": dp.episode_sampler(arrays, stage.batch_size, run.mesh)}
 
 
 def run_stage(run: Run, stage, name: str, params, loss_fn: Callable, sample: Callable,
-              evaluate: Callable, metric: str, mode: str, key, consts: Sequence = (), hooks=()):
-    """Trains `params` with Adam at `stage.learning_rate` on `loss_fn` (batches from sample(key))
-    in `<workdir>/<name>`; returns (best params, meta)."""
+              evaluate: Callable, metric: str, mode: str, key, consts: Sequence = (), hooks=(),
+              pass_step: bool = False, epoch_size: int | None = None):
+    """Trains `params` with Adam at `stage.learning_rate` on `loss_fn` (batches from sample(key),
+    or sample(key, step) with `pass_step`) in `<workdir>/<name>` for the stage's budget
+    (`stage_config`: `epoch_size` examples an epoch when it counts epochs); returns (best params,
+    meta) with meta's `steps_per_epoch` (0 for a budget in steps)."""
     stage_dir = run.workdir / name
     stage_dir.mkdir(parents=True, exist_ok=True)
+    fit_config = stage_config(run.config, stage, epoch_size)
     state = train_state.TrainState.create(
         apply_fn=None, params=params,
-        tx=make_optimizer(optim_config(stage.learning_rate), stage.num_steps))
+        tx=make_optimizer(optim_config(stage.learning_rate), fit_config.num_steps))
     train_step = dp.make_train_step(loss_fn, run.mesh, num_consts=len(consts))
-    step_fn = run.step_fn(train_step, sample, *(run.replicate(c) for c in consts), key=key)
+    step_fn = run.step_fn(train_step, sample, *(run.replicate(c) for c in consts), key=key,
+                          pass_step=pass_step)
     _, best, meta = run.fit(state, step_fn, evaluate, eval_prefix="valid", hooks=hooks,
-                            workdir=stage_dir, config=stage_config(run.config, stage),
-                            metric=metric, mode=mode)
-    return jax.device_get(best), meta
+                            workdir=stage_dir, config=fit_config, metric=metric, mode=mode)
+    return jax.device_get(best), {**meta, "steps_per_epoch": fit_config.steps_per_epoch}
+
+
+def stage_summary(meta: dict) -> dict:
+    """A stage's budget in its results: the best and the last step, and with a budget in epochs
+    the steps per epoch and the best epoch (1-based)."""
+    out = {"best_step": meta["best_step"], "last_step": meta["step"]}
+    if meta["steps_per_epoch"]:
+        out.update(steps_per_epoch=meta["steps_per_epoch"],
+                   best_epoch=-(-meta["best_step"] // meta["steps_per_epoch"]))
+    return out
 
 
 def build_tourist(config, vocab_size: int) -> NLTourist:
@@ -163,7 +250,7 @@ def _take(arrays: dict, keys) -> dict:
 
 
 def train_tourist(run: Run, data, key, hooks):
-    config, mesh = run.config, run.mesh
+    config = run.config
     vocab_size = len(data["vocab"])
     model = build_tourist(config, vocab_size)
     train = _take(data["human"][1]["train"], HUMAN_KEYS)
@@ -183,10 +270,11 @@ def train_tourist(run: Run, data, key, hooks):
         return {"ce": float(out["ce"].sum()) / tokens,
                 "token_accuracy": float(out["correct"].sum()) / tokens}
 
-    sample = dp.episode_sampler(train, config.tourist.batch_size, mesh)
-    params, meta = run_stage(run, config.tourist, "tourist", params, loss_fn, sample, evaluate,
-                             "ce", "min", jax.random.fold_in(key, 1), hooks=hooks)
-    return model, params, {"best_step": meta["best_step"],
+    params, meta = run_stage(
+        run, config.tourist, "tourist", params, loss_fn, evaluate=evaluate, metric="ce",
+        mode="min", key=jax.random.fold_in(key, 1), hooks=hooks,
+        **fixed_sampler(run, config.tourist, train, jax.random.fold_in(key, 2)))
+    return model, params, {**stage_summary(meta),
                            "valid": evaluate_best(meta, "valid", "valid", lambda: evaluate(params))}
 
 
@@ -215,7 +303,7 @@ def init_guide(guide, key, message_len: int, k: int):
 
 
 def train_human_guide(run: Run, data, key, ctx: int, masc: bool, hooks):
-    config, mesh = run.config, run.mesh
+    config = run.config
     guide = build_guide(config, len(data["vocab"]), masc)
     sets = data["human"][ctx]
     keys = ("message", "message_len", "landmarks", "target")
@@ -223,14 +311,15 @@ def train_human_guide(run: Run, data, key, ctx: int, masc: bool, hooks):
                         sets["train"]["landmarks"].shape[-1])
     loss_fn = nl_losses.guide_loss(guide.apply, "predict")
     evaluate = make_guide_evaluator(guide, config.eval.batch_size, predict_T=True)
-    sample = dp.episode_sampler(_take(sets["train"], keys), config.guide.batch_size, mesh)
     name = f"guide_human_c{ctx}_{'masc' if masc else 'nomasc'}"
-    params, meta = run_stage(run, config.guide, name, params, loss_fn, sample,
-                             lambda p: evaluate(p, sets["valid"]), "accuracy",
-                             "max", jax.random.fold_in(key, 1), hooks=hooks)
+    params, meta = run_stage(run, config.guide, name, params, loss_fn,
+                             evaluate=lambda p: evaluate(p, sets["valid"]), metric="accuracy",
+                             mode="max", key=jax.random.fold_in(key, 1), hooks=hooks,
+                             **fixed_sampler(run, config.guide, _take(sets["train"], keys),
+                                             jax.random.fold_in(key, 2)))
     per_split = {s: evaluate_best(meta, s, "valid", lambda: evaluate(params, sets[s]))
                  for s in maps.SPLITS}
-    return {"best_step": meta["best_step"], **{s: r["accuracy"] for s, r in per_split.items()},
+    return {**stage_summary(meta), **{s: r["accuracy"] for s, r in per_split.items()},
             "expected_T": {s: r["expected_T"] for s, r in per_split.items()}}
 
 
@@ -302,8 +391,9 @@ def train_generated_guide(run: Run, data, tourist, tparams, key, T: int, hooks):
     loss_fn = nl_losses.guide_loss(guide.apply, "fixed")
     params, meta = run_stage(run, config.generated, f"guide_generated_T{T}", params, loss_fn,
                              sample, lambda p: {"accuracy": evaluate(p, valid)["accuracy"]},
-                             "accuracy", "max", jax.random.fold_in(key, 1), hooks=hooks)
-    result = {"best_step": meta["best_step"],
+                             "accuracy", "max", jax.random.fold_in(key, 1), hooks=hooks,
+                             epoch_size=walk_epoch_size(config, data["tables"]["train"], T))
+    result = {**stage_summary(meta),
               **evaluate_generated(config, evaluate, generate, params, tparams, walks,
                                    jax.random.fold_in(key, 4))}
     return guide, params, walks, result
@@ -323,7 +413,7 @@ def train_human_trajectory_guide(run: Run, data, tourist, tparams, key, hooks):
     """Table 15's human-trajectory guide: trained (fixed T) on the tourist's `generated.decode`
     utterances for the dialogues' own trajectories, cached once as in the released
     predict_location_generated.py; evaluated on them like the random-walk guides."""
-    config, mesh = run.config, run.mesh
+    config = run.config
     guide = build_guide(config, len(data["vocab"]), True, generated=True)
     k = data["tables"]["train"].shape[-1]
     params = init_guide(guide, jax.random.fold_in(key, 0), config.data.generated_len + 1, k)
@@ -333,12 +423,13 @@ def train_human_trajectory_guide(run: Run, data, tourist, tparams, key, hooks):
     cached = {s: generate(tparams, walks[s], decode, jax.random.fold_in(key, 3))
               for s in ("train", "valid")}
     evaluate = make_guide_evaluator(guide, config.eval.batch_size, predict_T=False)
-    sample = dp.episode_sampler(cached["train"], config.generated.batch_size, mesh)
     loss_fn = nl_losses.guide_loss(guide.apply, "fixed")
-    params, meta = run_stage(run, config.generated, "guide_human_trajectories", params, loss_fn,
-                             sample, lambda p: {"accuracy": evaluate(p, cached["valid"])["accuracy"]},
-                             "accuracy", "max", jax.random.fold_in(key, 1), hooks=hooks)
-    result = {"best_step": meta["best_step"], "decode": decode,
+    params, meta = run_stage(
+        run, config.generated, "guide_human_trajectories", params, loss_fn,
+        evaluate=lambda p: {"accuracy": evaluate(p, cached["valid"])["accuracy"]},
+        metric="accuracy", mode="max", key=jax.random.fold_in(key, 1), hooks=hooks,
+        **fixed_sampler(run, config.generated, cached["train"], jax.random.fold_in(key, 2)))
+    result = {**stage_summary(meta), "decode": decode,
               **evaluate_generated(config, evaluate, generate, params, tparams, walks,
                                    jax.random.fold_in(key, 4))}
     return guide, params, result
@@ -374,8 +465,9 @@ def fine_tune_tourist(run: Run, data, tourist, tparams, guide, gparams, walks, k
     params, meta = run_stage(run, config.pg, f"pg_T{T}", tparams, loss_fn, sample,
                              lambda p: {"accuracy": accuracy_with(p, "valid", "sample", draw=6)},
                              "accuracy", "max", jax.random.fold_in(key, 1), consts=(gparams,),
-                             hooks=hooks)
-    result = {"best_step": meta["best_step"], "T": T}
+                             hooks=hooks,
+                             epoch_size=walk_epoch_size(config, data["tables"]["train"], T))
+    result = {**stage_summary(meta), "T": T}
     for s in maps.SPLITS:
         result[s] = {f"{who}_{d}": accuracy_with(tp, s, d)
                      for who, tp in (("supervised", tparams), ("policy_gradient", params))
@@ -402,7 +494,8 @@ def check_config(config: ml_collections.ConfigDict) -> None:
                                  (g.T_input, T_INPUTS, "guide.T_input"),
                                  (config.data.blocked_forward, td.BLOCKED_FORWARD,
                                   "data.blocked_forward"),
-                                 (config.data.label, localization.LABELS, "data.label")):
+                                 (config.data.label, localization.LABELS, "data.label"),
+                                 (config.data.vocab, VOCABS, "data.vocab")):
         if value not in allowed:
             raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
     if not g.obs_projection and g.features != 2 * g.hidden:
@@ -429,6 +522,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                                  config.generated.batch_size, config.pg.batch_size))
     data = load_data(config, workdir)
     results = {"config": config.to_dict(), "vocab_size": len(data["vocab"]),
+               "vocab_source": data["vocab_source"],
                "dialogues": data["num_dialogues"],
                "examples": {s: int(len(data["human"][1][s]["target"])) for s in maps.SPLITS}}
 
@@ -512,7 +606,8 @@ def format_samples(config, data, tourist, tparams, pg_params, key) -> str:
 
 
 def format_results(results: dict) -> str:
-    lines = [f"vocabulary {results['vocab_size']} words; examples "
+    source = f" ({results['vocab_source']})" if results.get("vocab_source") else ""
+    lines = [f"vocabulary {results['vocab_size']} words{source}; examples "
              + " / ".join(f"{results['examples'][s]}" for s in maps.SPLITS) + " (train/valid/test)",
              f"tourist: valid token CE {results['tourist']['valid']['ce']:.3f}, "
              f"token accuracy {results['tourist']['valid']['token_accuracy']:.3f}",

@@ -2,12 +2,15 @@
 what its results hold, the discrete no-MASC variant, and settings refused with their names."""
 import os
 
+import jax
 import numpy as np
 import pytest
 
 from tests.conftest import xla_optimizations
 from tests.experiments.contract import TrainerContract
 from tests.experiments.trainers import TRAINERS
+from ttw_jax.core.train import data_parallel as dp
+from ttw_jax.talk_the_walk import env as grid, maps, walks
 
 EMERGENT = TRAINERS["ttw_emergent"]
 
@@ -60,20 +63,61 @@ def test_bad_config_values_are_rejected(tmp_path, override, field):
 
 
 def test_epoch_sampler_visits_every_walk_once_per_epoch():
-    import jax
-    from ttw_jax.core.train import data_parallel as dp
     rows = {"target": np.arange(50, dtype=np.int32), "obs": np.arange(100).reshape(50, 2)}
-    sample, per_epoch = EMERGENT.train.epoch_sampler(rows, 16, jax.random.key(0), dp.make_mesh())
+    sample, per_epoch = walks.epoch_sampler(rows, 16, jax.random.key(0), dp.make_mesh())
     assert per_epoch == 4   # ceil(50 / 16): the last batch wraps around
-    epochs = [np.concatenate([np.asarray(sample(e * 4 + j)["target"]) for j in range(4)])
+    # fit's steps are 1-based: steps 1-4 are the first epoch, 5-8 the second, ...
+    epochs = [np.concatenate([np.asarray(sample(e * 4 + j)["target"]) for j in range(1, 5)])
               for e in range(3)]
     for seen in epochs:
         assert set(seen.tolist()) == set(range(50)) and len(seen) == 64
         np.testing.assert_array_equal(seen[50:], seen[:14])   # wrapped: the epoch's first rows
     assert not np.array_equal(epochs[0], epochs[1])            # a fresh order every epoch
-    np.testing.assert_array_equal(np.asarray(sample(5)["target"]), epochs[1][16:32])
+    np.testing.assert_array_equal(np.asarray(sample(6)["target"]), epochs[1][16:32])
     b = sample(2)
     np.testing.assert_array_equal(np.asarray(b["obs"])[:, 0], 2 * np.asarray(b["target"]))
+
+
+def replays(row_obs, row_actions, row_target, window) -> bool:
+    """Whether some start corner of `window` (4, 4, K), walked by `row_actions` (agnostic env
+    ids, clamped to the window), observes `row_obs` and ends on `row_target` (x * 4 + y)."""
+    deltas = {grid.UP: (0, 1), grid.RIGHT: (1, 0), grid.DOWN: (0, -1), grid.LEFT: (-1, 0)}
+    for x0, y0 in np.ndindex(4, 4):
+        x, y, seen = x0, y0, [window[x0, y0]]
+        for a in row_actions:
+            dx, dy = deltas[int(a)]
+            x, y = min(max(x + dx, 0), 3), min(max(y + dy, 0), 3)
+            seen.append(window[x, y])
+        if np.array_equal(np.stack(seen), row_obs) and x * 4 + y == row_target:
+            return True
+    return False
+
+
+@pytest.mark.parametrize("mode", ["sampled", "enumerated"])
+def test_both_train_walk_modes_give_valid_walks_and_enumerated_enumerates(mode):
+    """The trainer's batches (`train_sampler`) of either mode are walks a tourist can take on
+    their window; over fit's first epoch (steps 1..n) the enumerated mode gives every (window,
+    start, action sequence) of `walks.enumerate_walks` exactly once."""
+    c = EMERGENT.config("", T=2, batch_size=32, data__train_walks=mode, num_epochs=1)
+    table = maps.windows(maps.synthetic_maps(0), "train").landmarks[:2]       # 2 x 16 x 16
+    examples = walks.enumerate_walks(table, 2)
+    sample, pass_step, per_epoch = EMERGENT.train.train_sampler(
+        c, table, examples, jax.random.key(0), dp.make_mesh())
+    assert pass_step == (mode == "enumerated")
+    steps = range(1, (per_epoch or 4) + 1)
+    batches = [jax.device_get(sample(jax.random.key(s), s) if pass_step
+                              else sample(jax.random.key(s))) for s in steps]
+    rows = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+    for i in range(len(rows["target"])):
+        window = rows["landmarks"][i]
+        assert any(np.array_equal(window, w) for w in table)
+        assert replays(rows["obs"][i], rows["actions"][i], rows["target"][i], window)
+    if mode == "enumerated":
+        assert per_epoch == 2 * 16 * 16 // 32
+        key = lambda r, i: (r["landmarks"][i].tobytes(), r["obs"][i].tobytes(),  # noqa: E731
+                            r["actions"][i].tobytes(), int(r["target"][i]))
+        assert sorted(key(rows, i) for i in range(len(rows["target"]))) == sorted(
+            key(examples, i) for i in range(len(examples["target"])))
 
 
 @pytest.mark.slow

@@ -56,6 +56,12 @@ def test_paper_config_is_the_released_defaults():
     assert c.tourist.context_features == 128  # context_linear: Linear(act_hid_sz + obs_hid_sz,
                                               # decoder_emb_sz = 128)
     assert c.tourist.batch_size == 128        # --batch-sz, default 128
+    # the budgets: train_tourist.py range(1, --num-epochs 100); predict_location_language.py
+    # --num-epochs 50; predict_location_generated.py --num-epochs 20; pg keeps ours (steps)
+    assert (c.tourist.num_epochs, c.guide.num_epochs, c.generated.num_epochs) == (99, 50, 20)
+    assert c.pg.num_epochs == 0
+    assert c.data.vocab == "released"         # ttw/dict.py's dict.txt, min_freq 3
+    assert c.data.min_count == 3
     # every released optimizer is optim.Adam(params): PyTorch's default learning rate
     assert c.tourist.learning_rate == c.guide.learning_rate == c.generated.learning_rate == 1e-3
     c.data.manual_dir = "/path/to/talkthewalk/data"   # the release (checked: named, not read)
@@ -118,7 +124,8 @@ def test_default_config_keeps_this_projects_choices():
     ("data.label", "end", r"data\.label must be one of"),
     ("guide.T_input", "first", r"guide\.T_input must be one of"),
     ("guide.obs_projection", False, r"guide\.obs_projection=False needs"),
-    ("generated.T_max", 2, r"generated\.T_max = 2 is below the walk length\(s\) \[3\]")])
+    ("generated.T_max", 2, r"generated\.T_max = 2 is below the walk length\(s\) \[3\]"),
+    ("data.vocab", "mine", r"data\.vocab must be one of \('ours', 'released'\)")])
 def test_inconsistent_options_fail_before_any_work(tmp_path, key, value, match):
     c = nl_default.get_config()   # features 64, hidden 64: no room for obs_projection=False
     c.update_from_flattened_dict({key: value})

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import functools
 import itertools
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ttw_jax.core.env import batched
+from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.talk_the_walk import env as grid, maps
 
 LABELS = ("final", "start")
@@ -121,3 +123,22 @@ def enumerate_walks(table: np.ndarray, T: int, label: str = "final",
     target = np.tile((corner[:, 0] * ny + corner[:, 1]).astype(np.int32), w)
     return {"obs": obs.astype(np.int32), "actions": np.tile(seqs[seq], (w, 1)),
             "landmarks": np.repeat(table, len(sx), axis=0).astype(np.int32), "target": target}
+
+
+def epoch_sampler(examples: dict, batch_size: int, key: jax.Array, mesh) -> tuple[Callable, int]:
+    """sample(step) over a fixed training set (device arrays with a common leading axis of E
+    rows: the enumerated walks, or a dialogue's examples), for `fit`'s 1-based training steps:
+    steps `e * n + 1 .. (e + 1) * n` are epoch e, which visits every row once in the order
+    `permutation(fold_in(key, e))`, n = ceil(E / batch_size) batches (the last one wraps around to
+    the epoch's first rows). Returns (sample, n)."""
+    num = len(next(iter(examples.values())))
+    per_epoch = -(-num // batch_size)
+
+    @functools.partial(jax.jit, out_shardings=dp.batch_sharded(mesh))
+    def sample(step, table):
+        epoch, batch = jnp.divmod(step - 1, per_epoch)
+        order = jax.random.permutation(jax.random.fold_in(key, epoch), num)
+        rows = order[(batch * batch_size + jnp.arange(batch_size)) % num]
+        return jax.tree_util.tree_map(lambda x: x[rows], table)
+
+    return (lambda step: sample(step, examples)), per_epoch

@@ -54,7 +54,8 @@ def get_config():
                                  # begins (the released training code and its full-task check)
     c.data.orientation_aware = False  # True: N/E/S/W tourist, TURNLEFT/TURNRIGHT/FORWARD (section 2)
     c.data.train_walks = "sampled"    # sampled: fresh random walks every step (ours) | enumerated:
-                                      # every (window, start, actions) once per epoch (released)
+                                      # every (window, start, actions) once per epoch (the 2018
+                                      # release; the README's revision table)
 
     c.eval = ml_collections.ConfigDict()
     c.eval.metric = "accuracy"   # validation accuracy: early stopping and best parameters

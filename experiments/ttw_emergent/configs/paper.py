@@ -3,10 +3,10 @@
 
 - L = 500 message dimensions, batch 128, Adam with PyTorch's defaults (learning rate 1e-3,
   constant), no gradient clipping, the cross-entropy summed over the batch;
-- the released code's fixed training set: every (window, start corner, action sequence) of the
-  train windows once per epoch, reshuffled each epoch; 200 epochs (the paper; the released script
-  defaults to 500), validation accuracy after every epoch, the best epoch's parameters kept (no
-  early stop);
+- the 2018 release's fixed training set (the current release samples its walks; the README's
+  revision table): every (window, start corner, action sequence) of the train windows once per
+  epoch, reshuffled each epoch; 200 epochs (the paper; the released script defaults to 500),
+  validation accuracy after every epoch, the best epoch's parameters kept (no early stop);
 - the released initialisation (`model.init=released`: action embeddings N(0, 1), the guide's
   landmark embeddings N(0, 0.01), MASC kernel U(+-1/(9L)), PyTorch Linear defaults);
 - the real maps, the final-corner label (the paper's text; `--config.data.label=start` gives

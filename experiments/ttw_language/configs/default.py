@@ -9,8 +9,13 @@ import ml_collections
 
 
 def _stage(num_steps: int, eval_every: int, learning_rate: float, batch_size: int):
+    """A stage's budget: `num_steps` with validation every `eval_every` steps and early stopping
+    (`patience`), or, when `num_epochs` > 0, the released procedure: `num_epochs` epochs of the
+    stage's training set (its steps and validations follow from the set's size; a validation
+    after every epoch, the best kept, no early stop)."""
     return ml_collections.ConfigDict({"num_steps": num_steps, "eval_every": eval_every,
-                                      "learning_rate": learning_rate, "batch_size": batch_size})
+                                      "num_epochs": 0, "learning_rate": learning_rate,
+                                      "batch_size": batch_size})
 
 
 def get_config():
@@ -29,7 +34,12 @@ def get_config():
     c.data.tfds_config = "synthetic"   # synthetic | synthetic_real_maps | real
     c.data.tfds_dir = ""               # empty: the TFDS default data dir
     c.data.manual_dir = ""             # maps (synthetic_real_maps) or the official release (real)
-    c.data.min_count = 3               # vocabulary: words seen at least this often in train
+    c.data.min_count = 3               # vocabulary: words seen at least this often
+    # The vocabulary: "ours" = the words of both speakers' train utterances (`tokenize`);
+    # "released" = the release's `dict.txt` (ttw/dict.py: tourist utterances of more than 2 words
+    # over train + valid + test, its own tokenisation), read from data.manual_dir when the
+    # release folder has it, else built as ttw/dict.py builds it (language/release_dict.py).
+    c.data.vocab = "ours"
     c.data.max_moves = 6               # moves kept since the previous tourist utterance
     c.data.utterance_len = 24          # tourist utterance tokens (incl. EOS)
     c.data.message_len = 64            # guide message tokens (speaker tokens incl.)

@@ -38,11 +38,26 @@ Tourist, `train/train_tourist.py` building TouristLanguage (`models/language.py`
   each word embedding (`nn.GRU(2 * decoder_emb_sz, decoder_hid_sz)`).
 - `tourist.batch_size = 128`: `--batch-sz` default 128.
 
+Budgets and model selection, as the released scripts train (`<stage>.num_epochs`, resolved to
+steps from the size of the loaded training set; no early stop):
+- `tourist.num_epochs = 99`: `train_tourist.py` `--num-epochs` 100 looped as
+  `range(1, args.num_epochs)`, 99 epochs of shuffled batches of the human examples; after every
+  epoch the valid loss (token cross-entropy summed over the split, divided by its examples: the
+  same argmin as ours, divided by its tokens), the best epoch saved.
+- `guide.num_epochs = 50`: `predict_location_language.py` `--num-epochs` 50; the valid accuracy
+  after every epoch, the best (strictly higher) epoch saved.
+- `generated.num_epochs = 20`: `predict_location_generated.py` `--num-epochs` 20, the same
+  selection on valid accuracy. An epoch of a random-walk guide is as many walks as the 2018
+  release's `TalkTheWalkEmergent` enumerates (every train window, start corner and T-move
+  sequence once; ours draws them afresh at every step); the human-trajectory guide's, the
+  dialogues' train examples.
+- `data.vocab = "released"`: the release's `dict.txt` (`ttw/dict.py`: tourist utterances of
+  more than 2 words over train + valid + test, `min_freq` 3), read from the release folder, or
+  built as the script builds it when the folder has none (`language/release_dict.py`).
+
 Learning rates stay 1e-3 (every released optimizer is `optim.Adam(...)` with PyTorch's default);
 `pg` keeps this project's settings. Left as they are here: the released encoders and decoder are
-GRUs where ours are LSTMs, its training runs whole epochs (tourist 100, human-utterance guide 50,
-generated guide 20; the paper reports 25 for natural language) where ours runs `num_steps` with
-early stopping, and `data.label` stays "final" (the paper's text) as in
+GRUs where ours are LSTMs, and `data.label` stays "final" (the paper's text) as in
 `experiments/ttw_emergent/configs/paper.py`: `--config.data.label=start` gives the released
 random-walk label and full-task check.
 
@@ -65,4 +80,6 @@ def get_config():
     c.guide.batch_size = 512
     c.generated.T_max = 3
     c.generated.batch_size = 512
+    c.tourist.num_epochs, c.guide.num_epochs, c.generated.num_epochs = 99, 50, 20
+    c.data.vocab = "released"
     return c

@@ -29,7 +29,7 @@ full task's orientation-aware tourist sees them), `[Empty]` otherwise.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -322,10 +322,11 @@ def build_vocab(texts: Iterable[str], min_count: int = 3) -> Vocabulary:
     return Vocabulary((*SPECIAL_TOKENS, *kept))
 
 
-def encode_text(vocab: Vocabulary, text: str, index: Mapping[str, int] | None = None) -> list[int]:
-    """Word ids of `text` (UNK for unknown words), no special tokens."""
+def encode_text(vocab: Vocabulary, text: str, index: Mapping[str, int] | None = None,
+                tokenizer: Callable[[str], list[str]] = tokenize) -> list[int]:
+    """Word ids of the `tokenizer` words of `text` (UNK for unknown words), no special tokens."""
     index = vocab.index if index is None else index
-    return [index.get(w, UNK) for w in tokenize(text)]
+    return [index.get(w, UNK) for w in tokenizer(text)]
 
 
 def decode(vocab: Vocabulary, ids) -> str:
@@ -353,7 +354,8 @@ def move_names(orientation_aware: bool = False) -> tuple[str, ...]:
 
 def encode_examples(examples: Sequence[Mapping], maps_by_name: Mapping[str, maps.NeighborhoodMap],
                     vocab: Vocabulary, max_moves: int, utterance_len: int,
-                    message_len: int, orientation_aware: bool = False) -> dict[str, np.ndarray]:
+                    message_len: int, orientation_aware: bool = False,
+                    tokenizer: Callable[[str], list[str]] = tokenize) -> dict[str, np.ndarray]:
     """Padded int32 arrays of `utterance_examples` output; N examples, S = max_moves (the last
     S moves are kept), K = the widest corner of `maps_by_name`:
       landmarks (N, 4, 4, K): the window's landmark ids; target (N,);
@@ -366,6 +368,7 @@ def encode_examples(examples: Sequence[Mapping], maps_by_name: Mapping[str, maps
         utterance_len (N,) (EOS included);
       message (N, Lm): speaker token + word ids of each message utterance, concatenated, the
         most recent Lm tokens kept (cut on the left), 0-padded; message_len (N,) (>= 1).
+    Words are split by `tokenizer` (`tokenize`, or the release's `release_dict.split_tokenize`).
     """
     if utterance_len < 1 or message_len < 1 or max_moves < 0:
         raise ValueError("utterance_len and message_len must be >= 1 and max_moves >= 0")
@@ -402,11 +405,11 @@ def encode_examples(examples: Sequence[Mapping], maps_by_name: Mapping[str, maps
                 if not grid.VISIBLE[(x0 + x) % 2, (y0 + y) % 2, o]:
                     out["obs"][i, t] = 0
                     out["obs"][i, t, 0] = maps.EMPTY_ID
-        words = encode_text(vocab, ex["utterance"], index)[:utterance_len - 1] + [EOS]
+        words = encode_text(vocab, ex["utterance"], index, tokenizer)[:utterance_len - 1] + [EOS]
         out["utterance"][i, :len(words)] = words
         out["utterance_len"][i] = len(words)
         tokens = [t for speaker, text in ex["message"]
-                  for t in [SPEAKER_TOKEN[speaker]] + encode_text(vocab, text, index)]
+                  for t in [SPEAKER_TOKEN[speaker]] + encode_text(vocab, text, index, tokenizer)]
         tokens = tokens[-message_len:]
         out["message"][i, :len(tokens)] = tokens
         out["message_len"][i] = len(tokens)
