@@ -12,12 +12,14 @@ import optax
 import pytest
 
 from experiments.arramon import score, train
-from experiments.arramon.configs import official, paper
+from experiments.arramon.stats import report as stats_report
+from experiments.validate import report as validate_report
+from experiments.arramon.configs import default, official, paper
 from experiments.arramon.fixture import write_fixture
 from tests.conftest import shared_path, xla_optimizations
 from ttw_jax.arramon import episodes as ae, losses, synthetic as syn
 from ttw_jax.arramon.model import DROPOUT_PLACEMENTS, PhaseAgent
-from ttw_jax.arramon.predictions import predictions, score_predictions
+from ttw_jax.arramon.predictions import predictions, read_predictions, score_predictions
 from ttw_jax.core.vocab import UNK
 
 
@@ -217,8 +219,16 @@ def test_the_scorer_matches_instances_by_id_not_position(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_official_recipe_trains_and_evaluates_on_a_release_layout_fixture(tmp_path):
+def test_every_arramon_experiment_runs_on_one_release_layout_folder(tmp_path):
+    """The release's end-to-end test: one folder in its layout (split files, na_vocab.txt,
+    recorded poses and features), on which the validator, the statistics, the official recipe
+    (training and evaluation), the scorer of its predictions and the baselines mode run."""
     write_fixture(str(tmp_path), train=4, val=2)
+    text, problems = validate_report("arramon", str(tmp_path / "data"),
+                                     features_dir=str(tmp_path / "features"))
+    assert problems == 0, text
+    printed, per_file = stats_report([str(tmp_path / "data" / "val_seen.json")])
+    assert per_file[str(tmp_path / "data" / "val_seen.json")]["instances"] == 2
     assert ae.read_vocab_file(tmp_path / "data" / "na_vocab.txt").words[:2] == ("<PAD>", "<UNK>")
     c = official.get_config()
     c.model.embed_dim, c.model.action_dim, c.model.hidden = 16, 8, 16
@@ -233,6 +243,17 @@ def test_the_official_recipe_trains_and_evaluates_on_a_release_layout_fixture(tm
     logged = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
     train_rows = [r for r in logged if "train/navi_grad_norm" in r]
     assert len(train_rows) == 2 and "dev/navi_ndtw" in logged[-1]    # selected on val_seen
+    preds = read_predictions(str(tmp_path / "run" / "predictions_val_unseen.json"))
+    again = score_predictions(preds, score.split_records(str(tmp_path / "data" /
+                                                             "val_unseen.json")))
+    assert again["navi_ndtw"] == pytest.approx(res["val_unseen"]["vl"]["navi_ndtw"], abs=1e-5)
+    base = default.get_config()           # the baselines read neither views nor a vocabulary
+    base.mode, base.eval.baselines = "baselines", "random,shortest_path"
+    base.data.tfds_config = "english"
+    base.data.manual_dir, base.data.tfds_dir = c.data.manual_dir, c.data.tfds_dir
+    base.eval.horizon, base.eval.batch_size = 40, 8
+    res = train.train_and_evaluate(base, str(tmp_path / "baselines"))
+    assert res["val_seen"]["shortest_path"]["ctc3"] == pytest.approx(1.0)
     c.data.vocab_file = "missing_vocab.txt"
     with pytest.raises(FileNotFoundError, match="data/missing_vocab.txt: vocabulary file not"):
         train.train_and_evaluate(c, str(tmp_path / "again"))

@@ -2,15 +2,18 @@
 its cell, the nearest-recorded perception identical to the true one along the demonstration
 (so teacher forcing sees the release's views) and different off it, and a V/L run reporting
 both perceptions."""
+import json
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from experiments.arramon import train
+from experiments.arramon import proxy_bias, train
 from experiments.arramon.configs import default
 from tests.conftest import xla_optimizations
 from ttw_jax.arramon import env, episodes as ae, render, synthetic as syn
+from ttw_jax.arramon.evaluation import METRICS
 from ttw_jax.arramon.episodes import assembly_start, navigation_start
 from ttw_jax.core.env import replay_policy, rollout
 from ttw_jax.core.vocab import Vocabulary
@@ -142,3 +145,25 @@ def test_a_rendered_run_reports_the_true_view_and_the_proxy(tfds_dir, tmp_path):
     perception = res["provenance"]["perception"]
     assert perception == {"kind": "synthetic", "seed": 0, "width": 64}
     assert res["provenance"]["protocol"]["name"] == "official"
+
+
+def test_the_proxy_bias_table_pairs_each_seed_by_hand(tmp_path):
+    proxy_name = f"vl_{train.NEAREST_POSE['name']}"
+    for seed, (true, proxy) in enumerate(((0.2, 0.3), (0.4, 0.4))):
+        rows = {split: {"vl": dict.fromkeys(METRICS, true),
+                        proxy_name: dict.fromkeys(METRICS, proxy)} for split in proxy_bias.SPLITS}
+        res = {"agent": "vl", "config": {"seed": seed}, **rows,
+               "provenance": {"code": {"revision": "abc"}}}
+        (tmp_path / f"s{seed}").mkdir()
+        (tmp_path / f"s{seed}" / "results.json").write_text(json.dumps(res))
+    s = proxy_bias.summarize([str(tmp_path)])["agents"]["vl"]
+    cell = s["val_unseen"]["navi_ndtw"]
+    # true 0.2, 0.4 -> 0.3 +- 0.1; proxy 0.3, 0.4 -> 0.35 +- 0.05; paired 0.1, 0.0 -> 0.05 +- 0.05
+    assert cell["true"] == pytest.approx([0.3, 0.1])
+    assert cell["proxy"] == pytest.approx([0.35, 0.05])
+    assert cell["diff"] == pytest.approx([0.05, 0.05])
+    assert s["seeds"] == [0, 1] and s["revisions"] == ["abc"]
+    table = proxy_bias.markdown({"agents": {"vl": s}}).splitlines()
+    assert table[4].startswith("| vl, val_seen, proxy - true | 0.050 ± 0.050 |")
+    with pytest.raises(FileNotFoundError, match="no s<seed>/results.json"):
+        proxy_bias.summarize([str(tmp_path / "missing")])
