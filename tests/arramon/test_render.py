@@ -132,9 +132,9 @@ def test_a_rendered_run_reports_the_true_view_and_the_proxy(tfds_dir, tmp_path):
     c.data.tfds_dir = tfds_dir
     c.data.rendered_views, c.data.render_width = True, 64
     c.model.embed_dim, c.model.action_dim, c.model.hidden = 16, 8, 32
-    c.batch_size, c.num_steps, c.eval_every, c.log_every = 8, 4, 4, 2
-    c.data.eval_splits = "val_unseen"
-    c.eval.horizon, c.eval.batch_size, c.eval.num_figures = 40, 100, 0
+    c.batch_size, c.num_steps, c.eval_every, c.log_every = 8, 2, 2, 1
+    c.data.dev_split = c.data.eval_splits = "val_unseen"
+    c.eval.horizon, c.eval.batch_size, c.eval.num_figures = 16, 200, 0
     c.eval.perfect_navigation, c.eval.baselines = False, ""
     with xla_optimizations(False):
         res = train.train_and_evaluate(c, str(tmp_path))
