@@ -355,6 +355,13 @@ def build_models(config: ml_collections.ConfigDict, vocab_size: int):
     return with_dtype(make(), config.dtype), with_dtype(make(), config.dtype)
 
 
+def feature_width(config: ml_collections.ConfigDict) -> int:
+    """Channels of the feature maps a "features" model reads: the rendered ones'
+    (`data.render_width`) or the release's (2048)."""
+    return (config.data.render_width if rendered_views(config)
+            else arramon_features.FEATURE_SHAPE[-1])
+
+
 def optimizer(config: ml_collections.ConfigDict):
     """Adam of `config.optim` (`make_optimizer`); under the per-turn updates without the
     clipping, which each module's update does by itself, and over the 4 updates of a step."""
@@ -473,9 +480,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     seen = perceptions(config)
     state = train_state.TrainState.create(apply_fn=models[0].apply,
                                           params=init_params(models, run.key(INIT),
-                                                             d.render_width
-                                                             if rendered_views(config) else
-                                                             arramon_features.FEATURE_SHAPE[-1]),
+                                                             feature_width(config)),
                                           tx=optimizer(config))
     stream = None
     train_records = data["records"][d.train_split]      # turn examples: turn 1 rows, then turn 2

@@ -34,10 +34,10 @@ EPISODE_KEYS = ("start", "psi0", "turn_heading", "map_index", "objects", "object
 # views [N, 2, T, 49, 2048], the recorded poses [N, 2, T, 3] and which steps were recorded.
 FEATURE_KEYS = tuple(f"{p}_{k}" for p in ("navi", "assem")
                      for k in ("feats", "feat_pose", "recorded"))
-# With rendered views (`render`): the demonstration's poses and world per turn, which the
-# nearest-recorded perception reads.
-DEMO_KEYS = render.DEMO_KEYS
-EPISODE_KEYS += FEATURE_KEYS + tuple(k for k in DEMO_KEYS if k not in FEATURE_KEYS)
+# With rendered views (`render.DEMO_KEYS`): the demonstration's poses and world per turn, which
+# the nearest-recorded perception reads. VIEW_KEYS: both sets once, sliced per turn.
+VIEW_KEYS = FEATURE_KEYS + tuple(k for k in render.DEMO_KEYS if k not in FEATURE_KEYS)
+EPISODE_KEYS += VIEW_KEYS
 # What a rollout needs only for its metrics (or a gold policy): a hidden split's predictions are
 # made without them (`make_task_rollout(..., scored=False)`, `predict`).
 REFERENCE_KEYS = ("navi_path", "navi_path_len", "assem_path", "assem_path_len", "target_pos",
@@ -117,7 +117,7 @@ def make_task_rollout(factories: tuple[PolicyFactory, PolicyFactory],
             turn.update(start=start, heading=heading, present=present, heights=heights,
                         grid_attrs=grid_attrs, turn=jnp.full(start.shape[:1], t, jnp.int32))
             for key in ("navi_tokens", "navi_token_len", "assem_tokens", "assem_token_len",
-                        "navi_actions", "assem_actions") + FEATURE_KEYS + DEMO_KEYS:
+                        "navi_actions", "assem_actions") + VIEW_KEYS:
                 if key in batch:
                     turn[key] = batch[key][:, t]
             final, traj = _phase(env.step_navigation, env.finish_navigation, walkable,

@@ -415,16 +415,21 @@ def nearest_recorded(position: jax.Array, heading: jax.Array, poses: jax.Array,
     return jnp.argmin(jnp.where(near, turn * poses.shape[0] + t, jnp.iinfo(jnp.int32).max))
 
 
+def nearest_steps(batch: Mapping, phase: str, state) -> jax.Array:
+    """[B] int: each agent's `nearest_recorded` step among a turn-level `batch`'s
+    `{phase}_feat_pose` [B, T, 3] where `{phase}_recorded` [B, T]."""
+    return jax.vmap(nearest_recorded)(state.position, state.heading,
+                                      batch[f"{phase}_feat_pose"], batch[f"{phase}_recorded"])
+
+
 def feature_view(batch: Mapping, phase: str):
     """view(state) -> (feats [B, 49, 2048], valid [B, 49]) for a turn-level `batch` holding
     `{phase}_feats` [B, T, 49, 2048], `{phase}_feat_pose` [B, T, 3] and `{phase}_recorded`
     [B, T]: the features of each agent's nearest recorded pose."""
-    feats, poses = batch[f"{phase}_feats"], batch[f"{phase}_feat_pose"]
-    recorded = batch[f"{phase}_recorded"]
-    pick = jax.vmap(nearest_recorded)
+    feats = batch[f"{phase}_feats"]
 
     def view(state):
-        idx = pick(state.position, state.heading, poses, recorded)
+        idx = nearest_steps(batch, phase, state)
         f = feats[jnp.arange(feats.shape[0]), idx]
         return f, jnp.ones(f.shape[:2], bool)
     return view

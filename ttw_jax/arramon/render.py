@@ -30,7 +30,7 @@ import numpy as np
 
 from ttw_jax.arramon import env, views
 from ttw_jax.arramon.episodes import turn_examples
-from ttw_jax.arramon.features import PHASES, demonstration_poses, nearest_recorded
+from ttw_jax.arramon.features import PHASES, demonstration_poses, nearest_steps
 
 GRID = 7                      # the release's 7 x 7 feature maps
 PERCEPTIONS = ("true", "nearest_recorded")
@@ -97,9 +97,8 @@ def assembly_cell(xz: jax.Array) -> jax.Array:
 
 def _nearest(batch: Mapping, phase: str, state):
     """[B, 3] (x, z, heading) of the recorded pose nearest each agent's pose."""
-    poses, recorded = batch[f"{phase}_feat_pose"], batch[f"{phase}_recorded"]
-    idx = jax.vmap(nearest_recorded)(state.position, state.heading, poses, recorded)
-    return poses[jnp.arange(poses.shape[0]), idx]
+    poses = batch[f"{phase}_feat_pose"]
+    return poses[jnp.arange(poses.shape[0]), nearest_steps(batch, phase, state)]
 
 
 def perception(codes: np.ndarray, num_attrs, num_types: int, mode: str
