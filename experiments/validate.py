@@ -14,12 +14,14 @@ Each reads what the builders and trainers read, bodies to the end (`--headers_on
 sizes of the feature files, not their values); any folder may be a bucket (`gs://...`):
 `touchdown`: the record files, the graph and every SDR feature map `features/<panoid>.npy`
 (`ttw_jax/touchdown/validate.py`); `rxr`: the R2R / RxR annotation files against the Matterport
-connectivity graphs, every pose trace and text-feature file the records name, and a view-feature
-file (`ttw_jax/rxr/validate.py`), then, with the graphs, the follower files' stored `metrics`
+connectivity graphs, every pose trace and text-feature file (those the records name, then the
+others in their folders, so a bad annotation file hides none) and a view-feature file
+(`ttw_jax/rxr/validate.py`), then, with the graphs, the follower files' stored `metrics`
 recomputed (`ttw_jax/rxr/follower_metrics.py`: per split and metric, how many agree, and the
 worst cases; distances between the `--house_dir` panorama centres where given; information, not
-problems; `--nofollower_metrics` skips it); `arramon`: the split files, the vocabulary and the
-recorded pose and feature files (`ttw_jax/arramon/validate.py`), then, with `--features_dir`,
+problems; `--nofollower_metrics` skips it); `arramon`: the split files, the vocabulary and every
+recorded pose and feature file in their folders, so a bad split file hides none
+(`ttw_jax/arramon/validate.py`), then, with `--features_dir`,
 each split's recorded agent positions against the replayed demonstration (the tag alignment:
 how many differ, the worst, and whether tags shifted by one step would fit better; information,
 except a recording that looks shifted); `talk_the_walk`: the dialogues,

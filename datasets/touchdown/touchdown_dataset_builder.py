@@ -30,9 +30,10 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from ttw_jax.core import paths, tfds as ttw_tfds
-from ttw_jax.core.records import check_npy_size, damaged
+from ttw_jax.core.records import check_npy_size, damaged, nonfinite_problem
 from ttw_jax.touchdown import records as tr
 from ttw_jax.touchdown.graph import synthetic_street_grid
+from ttw_jax.touchdown.sdr.stream import FEATURE_DTYPE
 from ttw_jax.touchdown.sdr.synthetic import iter_synthetic_sdr_examples
 from ttw_jax.touchdown.synthetic import synthetic_records
 from ttw_jax.touchdown.validate import RECORD_FILES
@@ -287,8 +288,9 @@ class Builder(ttw_tfds.ArrayRecordBuilder):
                 with damaged(path, ValueError):
                     features = paths.load_numpy(path)
                 _check_feature_array(path, features.shape, features.dtype, shape)
-                if not np.isfinite(features).all():
-                    raise ValueError(f"{path}: non-finite values (NaN or inf) in the feature map")
+                problem = nonfinite_problem(features, FEATURE_DTYPE)   # stored as float16
+                if problem:
+                    raise ValueError(f"{path}: {problem}")
                 yield f"{ex['route_id']}_{ex['which']}", _sdr_row(ex, features)
 
     def _generate_synthetic_sdr(self, num: int, seed: int, first_route_id: int, shape):

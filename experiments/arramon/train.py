@@ -188,7 +188,7 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
         if rendered_views(config):
             episodes[s].update(render.demonstration_keys(walk, episodes[s]))
     return dict(vocab=vocab, episodes=episodes, walkable=walkable,
-                records={s: records[s] for s in wanted})
+                records={s: records[s] for s in wanted}, max_tokens=max_tokens)
 
 
 def vocab_path(d: ml_collections.ConfigDict) -> str:
@@ -282,10 +282,12 @@ def run_protocol(config: ml_collections.ConfigDict) -> dict:
     return provenance.protocol() if config.data.tfds_config == "synthetic" else RECONSTRUCTED_MAP
 
 
-def run_provenance(config: ml_collections.ConfigDict, hidden: Sequence[str]) -> dict:
+def run_provenance(config: ml_collections.ConfigDict, hidden: Sequence[str],
+                   max_tokens: int | None = None) -> dict:
     """results.json's provenance: the release folder (`data.manual_dir`, else the prepared
     dataset's) or the synthetic generator's seed (of the training split), what the agent sees,
-    the protocol, the hidden splits evaluated (predictions only)."""
+    the protocol, the hidden splits evaluated (predictions only), the instructions' padded
+    length `max_tokens` (where given)."""
     d = config.data
     if d.tfds_config == "synthetic":
         data = provenance.synthetic_data(
@@ -305,7 +307,9 @@ def run_provenance(config: ml_collections.ConfigDict, hidden: Sequence[str]) -> 
     seeds = config.eval.baseline_seeds if config.mode == "baselines" else 1
     return provenance.provenance(config, data=data, perception=seen,
                                  protocol=run_protocol(config), seeds=seeds,
-                                 hidden_splits=hidden)
+                                 hidden_splits=hidden,
+                                 token_limits=None if max_tokens is None
+                                 else {"data.max_tokens": max_tokens})
 
 
 def add_features(ep: dict, walkable, records: Sequence[dict], d: ml_collections.ConfigDict):
@@ -313,9 +317,12 @@ def add_features(ep: dict, walkable, records: Sequence[dict], d: ml_collections.
     phase `{phase}_feats` [N, 2, T, 49, 2048] float16 (rows read from the packed cache when
     indexed), `{phase}_feat_pose` [N, 2, T, 3] and `{phase}_recorded` [N, 2, T], T the split's
     padded action length; keeps the packed store as `_packed`. The feature poses are the
-    replayed demonstration's, or the recorded ones where these differ (`merge_recorded`; logged)."""
+    replayed demonstration's, or the recorded ones where these differ (`merge_recorded`; logged).
+    The pack is a local memory map: with `data.tfds_dir` on a bucket it defaults to
+    ~/tensorflow_datasets/arramon_features."""
+    local_tfds = d.tfds_dir if d.tfds_dir and paths.is_local(d.tfds_dir) else ""
     cache = d.features_cache or os.path.join(
-        d.tfds_dir or os.path.expanduser("~/tensorflow_datasets"), "arramon_features")
+        local_tfds or os.path.expanduser("~/tensorflow_datasets"), "arramon_features")
     packed = arramon_features.pack(d.features_dir, records,
                                    {"navi": ep["navi_len"], "assem": ep["assem_len"]}, cache,
                                    d.missing_feature, progress=jax.process_index() == 0)
@@ -474,7 +481,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         for split in splits(d.eval_splits):
             results[split] = {"episodes": len(data["episodes"][split]["psi0"]),
                               **baseline_results(split)}
-        return run.finish(results, format_results(results), run_provenance(config, ()))
+        return run.finish(results, format_results(results),
+                          run_provenance(config, (), data["max_tokens"]))
 
     models = build_models(config, len(data["vocab"]))
     seen = perceptions(config)
@@ -586,7 +594,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                                   paths, run.workdir / "trajectories.png",
                                   f"{config.model.name.upper()}, {split}, best step "
                                   f"{meta['best_step']}")
-    return run.finish(results, format_results(results), run_provenance(config, hidden))
+    return run.finish(results, format_results(results),
+                      run_provenance(config, hidden, data["max_tokens"]))
 
 
 def hidden_predictions(rollout, params, data: dict, split: str, run: Run,

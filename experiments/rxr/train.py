@@ -30,7 +30,7 @@ from ttw_jax.core.train import provenance as prov
 from ttw_jax.core.train.run import (EVAL, INIT, Run, check_eval, learning_rate_schedule,
                                     make_optimizer, mean_over_seeds, splits)
 from ttw_jax.core.train.precision import with_dtype
-from ttw_jax.core.vocab import Vocabulary
+from ttw_jax.core.vocab import Vocabulary, token_limit
 from ttw_jax.rxr import (dataset as rxr_data, episodes as rxr_episodes, evaluation as r2r_eval,
                          house, predictions, view_features, views)
 from ttw_jax.rxr.graph import SOURCE_HINT, geodesic_table, list_scans, load_matterport_graph
@@ -221,8 +221,9 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
     vocab = Vocabulary.load_or_build(
         paths.resolve(workdir) / "vocab.json", (r["instruction"] for r in train_records),
         save=jax.process_index() == 0)
+    max_tokens = text_limit(d, records)
     episodes = {s: rxr_episodes.episodes(
-        records[s], nodes, graph, vocab, languages, d.max_tokens, max_path, d.text_features,
+        records[s], nodes, graph, vocab, languages, max_tokens, max_path, d.text_features,
         locate=locate(s), read_text_features=readers.get(s), split=s,
         text_features_at=text_features_at(s))
         for s in all_splits}
@@ -238,8 +239,24 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
         mixture = mixture_index(n_first, len(second_train), d.multitask_share, config.seed)
     return dict(graph=graph, nodes=nodes, geodesic=geodesic_table(metric_graph, scan_of),
                 vocab=vocab, languages=languages, episodes=episodes, max_path=max_path,
+                max_tokens=max_tokens,
                 features=view_feature_table(config, graph, nodes), human=human,
                 distances=distances, mixture=mixture, sources=sources, complete_ids=complete)
+
+
+def text_limit(d: ml_collections.ConfigDict, records: dict) -> int:
+    """The instructions' padded length: `data.max_tokens` when positive (longer ones are cut
+    with a warning), else (0) the longest instruction of `records` ({split: [record]}), in
+    tokens, or in text-feature subwords with `data.text_features`."""
+    if d.max_tokens > 0:
+        return d.max_tokens
+    recs = [r for rs in records.values() for r in rs]
+    if not d.text_features:
+        return token_limit(0, (r["instruction"] for r in recs))
+    lengths = [int(r["text_features_len"]) if r.get("text_features_len") is not None
+               else len(r["text_features"]) for r in recs
+               if r.get("text_features_len") is not None or r.get("text_features") is not None]
+    return max(lengths + [1])
 
 
 def build_model(config: ml_collections.ConfigDict, vocab_size: int) -> RCMAgent | ValanAgent:
@@ -617,7 +634,8 @@ def run_provenance(config: ml_collections.ConfigDict, data: dict) -> dict:
     # the baselines' rows are means over eval.baseline_seeds; an agent's over one run
     seeds = config.eval.baseline_seeds if config.mode == "baselines" else 1
     return prov.provenance(config, data=source, perception=perception, seeds=seeds,
-                           hidden_splits=sorted(data["complete_ids"]))
+                           hidden_splits=sorted(data["complete_ids"]),
+                           token_limits={"data.max_tokens": data["max_tokens"]})
 
 
 def format_results(results: dict) -> str:

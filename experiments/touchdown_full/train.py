@@ -97,10 +97,11 @@ def check_perception(config: ml_collections.ConfigDict, nav_cfg) -> None:
 
 
 def run_provenance(config: ml_collections.ConfigDict, nav_cfg, sdr_cfg, nav_width: int,
-                   sdr_width: int) -> dict:
+                   sdr_width: int, token_limits: dict | None = None) -> dict:
     """The pipeline's provenance: the navigation records and graph (and the SDR run's data under
     "sdr" with `data.views=release`); the perception of both stages, the synthetic one on top
-    when either is synthetic (the other under "sdr" / "navigation"); the stages' dtypes."""
+    when either is synthetic (the other under "sdr" / "navigation"); the stages' dtypes; the
+    texts' padded lengths of the pipeline's split (`token_limits`, where given)."""
     d = nav_cfg.data
     data = data_provenance(d.tfds_config, nav_cfg.seed, d.tfds_dir or None, d.manual_dir or None,
                            d.graph_dir or None)
@@ -114,7 +115,8 @@ def run_provenance(config: ml_collections.ConfigDict, nav_cfg, sdr_cfg, nav_widt
         perception = {**sdr, "navigation": nav}
     else:
         perception = {**nav, "sdr": sdr}
-    out = prov.provenance(config, data=data, perception=perception, hidden_splits=HIDDEN_SPLITS)
+    out = prov.provenance(config, data=data, perception=perception, hidden_splits=HIDDEN_SPLITS,
+                          token_limits=token_limits)
     out["dtype"] = (nav_cfg.dtype if nav_cfg.dtype == sdr_cfg.dtype
                     else f"navigation {nav_cfg.dtype}, sdr {sdr_cfg.dtype}")
     return out
@@ -134,7 +136,8 @@ def restore(workdir: str, model, params, optim, num_steps: int):
 
 def navigate(nav_cfg, nav_dir: str, split: str, key: jax.Array) -> dict:
     """The navigation run's agent on `split`: {tc, spd, sed, final [E] panoid, route_id [E],
-    goal [E] panoid, records, links, best_step, feature_width}."""
+    goal [E] panoid, records, links, best_step, feature_width, max_tokens (the instructions'
+    padded length)}."""
     data = nav_train.load_data(nav_cfg, nav_dir, [split])
     model = nav_train.build_model(nav_cfg, len(data["vocab"]))
     template = nav_train.init_params(nav_cfg, model, data["features"].shape, jax.random.key(0))
@@ -151,7 +154,7 @@ def navigate(nav_cfg, nav_dir: str, split: str, key: jax.Array) -> dict:
     return {**{k: ev[k] for k in nav_train.METRICS}, "final": ids[ev["episodes"]["final"]],
             "goal": ids[eps["goal"]], "route_id": eps["route_id"],
             "records": data["records"][split], "links": data["links"], "best_step": best_step,
-            "feature_width": data["features"].shape[-1]}
+            "feature_width": data["features"].shape[-1], "max_tokens": data["max_tokens"]}
 
 
 def sdr_views(config, sdr_cfg, nav: dict) -> dict:
@@ -183,12 +186,12 @@ def sdr_views(config, sdr_cfg, nav: dict) -> dict:
 
 def resolve(config, sdr_cfg, sdr_dir: str, views: dict, keep: Sequence[int]):
     """(distance [V] in px of the SDR run's prediction on every view, predicted maps of the
-    views `keep`, best step)."""
+    views `keep`, best step, the descriptions' padded length)."""
     vocab = Vocabulary.load(paths.resolve(sdr_dir) / "vocab.json")
     model = sdr_train.build_model(sdr_cfg, len(vocab))
     truncate = "warn" if sdr_cfg.data.tfds_config.startswith("synthetic") else "error"
-    tokens, token_len = vocab.encode(views["text"], token_limit(sdr_cfg.data.max_tokens,
-                                                                views["text"]),
+    max_tokens = token_limit(sdr_cfg.data.max_tokens, views["text"])
+    tokens, token_len = vocab.encode(views["text"], max_tokens,
                                      "descriptions (sdr.data.max_tokens)", truncate)
     split = {**views, "tokens": tokens, "token_len": token_len}
     template = model.init(jax.random.key(0), tokens[:2], token_len[:2],
@@ -197,7 +200,7 @@ def resolve(config, sdr_cfg, sdr_dir: str, views: dict, keep: Sequence[int]):
                                 sdr_cfg.num_steps)
     _, maps, dists, _ = sdr_evaluate(make_predictor(model), params, split,
                                   config.eval.sdr_batch_size, keep=keep)
-    return dists, maps, best_step
+    return dists, maps, best_step, max_tokens
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
@@ -220,7 +223,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     gold = full_task.stop_views(nav["goal"], nav["route_id"], views["route_id"], views["panoid"])
     drawn = [int(v) for v in stop[stop >= 0][:config.num_panels]] \
         if config.write_plots and jax.process_index() == 0 else []
-    dists, maps, sdr_step = resolve(config, sdr_cfg, dirs["sdr"], views, drawn)
+    dists, maps, sdr_step, sdr_tokens = resolve(config, sdr_cfg, dirs["sdr"], views, drawn)
     results = {
         "config": config.to_dict(), "split": split, "episodes": len(stop),
         "views": len(views["route_id"]),
@@ -245,7 +248,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
             run.workdir / "full_task.png")
     return run.finish(results, format_results(results),
                       run_provenance(config, nav_cfg, sdr_cfg, nav["feature_width"],
-                                     views["features"].shape[-1]))
+                                     views["features"].shape[-1],
+                                     {"nav.data.max_tokens": nav["max_tokens"],
+                                      "sdr.data.max_tokens": sdr_tokens}))
 
 
 def format_results(r: dict) -> str:

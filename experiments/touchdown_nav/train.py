@@ -49,7 +49,8 @@ SYNTHETIC_FEATURES = 'data.features="" (synthetic panorama features)'
 
 def load_data(config: ml_collections.ConfigDict, workdir: str, wanted: Sequence[str]) -> dict:
     """Graph (and its node table and links), features, vocabulary (built on `data.train_split`
-    when it is wanted), and the records and padded episodes of the `wanted` splits."""
+    when it is wanted), the records and padded episodes of the `wanted` splits, and `max_tokens`,
+    their instructions' padded length (`data.max_tokens`, or 0: the longest of them)."""
     d = config.data
     graph, nodes, links, records = load_touchdown_split_records(
         d.tfds_config, sorted(set(wanted)), tfds_dir=d.tfds_dir or None,
@@ -85,7 +86,8 @@ def load_data(config: ml_collections.ConfigDict, workdir: str, wanted: Sequence[
     check_features(config, features.shape, d.features or "synthetic features",
                    features.dtype, convention)
     return dict(graph=graph, nodes=nodes, links=links, records=records, vocab=vocab,
-                episodes=episodes, features=features, convention=convention)
+                episodes=episodes, features=features, convention=convention,
+                max_tokens=max_tokens)
 
 
 def check_perception(config: ml_collections.ConfigDict) -> None:
@@ -107,14 +109,18 @@ def perception_provenance(config: ml_collections.ConfigDict, width: int | None) 
     return prov.synthetic_perception(config.seed, width)
 
 
-def run_provenance(config: ml_collections.ConfigDict, width: int | None) -> dict:
+def run_provenance(config: ml_collections.ConfigDict, width: int | None,
+                   max_tokens: int | None = None) -> dict:
     """The provenance of a run of `config` (`ttw_jax.core.train.provenance`): its records and
-    graph, its features (`perception_provenance`), the official metrics, one seed."""
+    graph, its features (`perception_provenance`), the official metrics, one seed, and the
+    instructions' padded length `max_tokens` (`token_limits`) where given."""
     d = config.data
     data = data_provenance(d.tfds_config, config.seed, d.tfds_dir or None, d.manual_dir or None,
                            d.graph_dir or None)
     return prov.provenance(config, data=data, perception=perception_provenance(config, width),
-                           hidden_splits=HIDDEN_SPLITS)
+                           hidden_splits=HIDDEN_SPLITS,
+                           token_limits=None if max_tokens is None
+                           else {"data.max_tokens": max_tokens})
 
 
 def truncation(config: ml_collections.ConfigDict) -> str:
@@ -276,7 +282,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                           **evaluate_baselines(config, baselines, sim, data, split, hops[split],
                                                run.key(EVAL))}
     return run.finish(results, format_results(results),
-                      run_provenance(config, data["features"].shape[-1]))
+                      run_provenance(config, data["features"].shape[-1], data["max_tokens"]))
 
 
 def write_outputs(config, run: Run, data: dict, split: str, per_episode: dict,
@@ -314,7 +320,8 @@ def run_baselines(config: ml_collections.ConfigDict, run: Run) -> dict:
                                    "tc_count": int(gold["episodes"]["tc"].sum())},
                           **evaluate_baselines(config, baselines, sim, data, split, hops,
                                                run.key(EVAL))}
-    return run.finish(results, format_results(results), run_provenance(config, None))
+    return run.finish(results, format_results(results),
+                      run_provenance(config, None, data["max_tokens"]))
 
 
 def format_results(results: dict) -> str:

@@ -74,7 +74,8 @@ def feature_shape(config: ml_collections.ConfigDict) -> tuple[int, int, int]:
 
 def streamed_splits(config: ml_collections.ConfigDict, evals: Sequence[str]) -> dict:
     """`data.stream`: {split: view table} read from the official records in `data.manual_dir`,
-    features a `panorama_rows` over its `features/<panoid>.npy` files (each panorama once)."""
+    features a `panorama_rows` over its `features/<panoid>.npy` files (each panorama once),
+    `feature_file` each view's file."""
     d = config.data
     if not d.manual_dir:
         raise ValueError("data.stream=True reads the official SDR release: set data.manual_dir to "
@@ -96,13 +97,15 @@ def streamed_splits(config: ml_collections.ConfigDict, evals: Sequence[str]) -> 
     splits.update({s: tables[s] for s in evals})
     for s in splits.values():
         s["features"] = stream_sdr.panorama_rows(pano_files, s["pano"], shape)
+        s["feature_file"] = [pano_files[p] for p in s["pano"]]   # what a non-finite run names
     return splits
 
 
 def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
     """{split: arrays} with features [E, H, W, C] (float16; a `LazyRows` with `data.stream`),
     center [E, 2], tokens [E, L], token_len [E], route_id [E]; 'train' and 'tune' come from the
-    train split."""
+    train split; with the vocabulary and `max_tokens` = L (`data.max_tokens`, or 0: the longest
+    description of the splits)."""
     d = config.data
     evals = [s for s in d.eval_splits.split(",") if s]
     if d.stream:
@@ -132,8 +135,9 @@ def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
         out[name] = dict(features=s["features"], center=np.asarray(s["center"], np.float32),
                          tokens=tokens, token_len=token_len, route_id=np.asarray(s["route_id"]),
                          text=list(s["text"]),
-                         **{k: np.asarray(s[k]) for k in ("which", "panoid") if k in s})
-    return dict(splits=out, vocab=vocab)
+                         **{k: np.asarray(s[k]) for k in ("which", "panoid", "feature_file")
+                            if k in s})
+    return dict(splits=out, vocab=vocab, max_tokens=max_tokens)
 
 
 def data_entry(config: ml_collections.ConfigDict) -> dict:
@@ -158,13 +162,17 @@ def perception_entry(config: ml_collections.ConfigDict, data: dict, width: int |
     return prov.perception_file(features if paths.isdir(features) else folder, width)
 
 
-def run_provenance(config: ml_collections.ConfigDict, width: int | None) -> dict:
+def run_provenance(config: ml_collections.ConfigDict, width: int | None,
+                   max_tokens: int | None = None) -> dict:
     """The provenance of a run of `config` (`ttw_jax.core.train.provenance`): the official
-    metrics, one seed. Synthetic scenes never meet the release's records here (synthetic_sdr
-    draws both), so there is no synthetic perception to refuse."""
+    metrics, one seed, the descriptions' padded length `max_tokens` where given. Synthetic
+    scenes never meet the release's records here (synthetic_sdr draws both), so there is no
+    synthetic perception to refuse."""
     data = data_entry(config)
     return prov.provenance(config, data=data, perception=perception_entry(config, data, width),
-                           hidden_splits=HIDDEN_SPLITS)
+                           hidden_splits=HIDDEN_SPLITS,
+                           token_limits=None if max_tokens is None
+                           else {"data.max_tokens": max_tokens})
 
 
 def official_vocabulary(manual_dir: str) -> OfficialVocabulary:
@@ -329,9 +337,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
 
     def examples(step):   # what a non-finite loss names: route ids and feature files
         idx = stream.global_rows(step - 1) if stream is not None else rows(step)
+        files = (train["feature_file"] if "feature_file" in train else
+                 [f"features/{p}.npy" for p in train["panoid"]] if "panoid" in train else None)
         return [f"train: route_id {train['route_id'][i]}"
-                + (f", features/{train['panoid'][i]}.npy" if "panoid" in train else "")
-                for i in idx]
+                + (f", {files[i]}" if files is not None else "") for i in idx]
     step_fn.examples = examples
 
     def tune_metrics(params):
@@ -374,7 +383,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                 np.asarray(sdr_metrics.center_to_pixel(s["center"], h, w)), dists[drawn],
                 s["text"], run.workdir / "heatmaps.png")
     return run.finish(results, format_results(results),
-                      run_provenance(config, train["features"].shape[-1]))
+                      run_provenance(config, train["features"].shape[-1], data["max_tokens"]))
 
 
 def format_results(results: dict) -> str:

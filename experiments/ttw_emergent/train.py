@@ -14,6 +14,7 @@ facing away from the intersection). Discrete messages are scored with greedy and
 from __future__ import annotations
 
 import functools
+import math
 from typing import Callable, Sequence
 
 import jax
@@ -73,17 +74,29 @@ def run_provenance(config: ml_collections.ConfigDict, seeds: int = 1) -> dict:
 MAX_ENUMERATION_BYTES = 16 * 2**30   # host memory the enumerated walks of all splits may take
 
 
+def count(n: int) -> str:
+    """`n` with thousands separators, or in scientific notation when longer than 18 digits
+    (Python refuses to write an int of over 4,300 digits)."""
+    if n < 10 ** 18:
+        return f"{n:,}"
+    e = math.log10(n)
+    return f"{10 ** (e % 1):.1f}e{int(e)}"
+
+
 def check_config(config: ml_collections.ConfigDict) -> None:
     """Fails before any work on a value the trainer does not know."""
     m, d = config.model, config.data
     if config.T < 0:
         raise ValueError(f"T (the tourist's moves) must be >= 0, got {config.T}")
-    rows, nbytes = walks.enumeration_size(config.T, d.orientation_aware)
+    # the walks grow as 4^T: a T past 64 is counted as 64 (its own count: hours of big ints)
+    rows, nbytes = walks.enumeration_size(min(config.T, 64), d.orientation_aware)
     if nbytes > MAX_ENUMERATION_BYTES:
-        raise ValueError(f"T={config.T}: evaluation enumerates every walk of every window, up to "
-                         f"{rows:,} walks (about {nbytes / 2**30:,.0f} GiB of host memory, over "
-                         f"the {MAX_ENUMERATION_BYTES / 2**30:.0f} GiB this trainer allows); "
-                         "the paper uses T <= 3")
+        over = config.T > 64
+        raise ValueError(f"T={config.T}: evaluation enumerates every walk of every window, "
+                         f"{'over' if over else 'up to'} {count(rows)} walks "
+                         f"({'over' if over else 'about'} {count(round(nbytes / 2**30))} GiB of "
+                         f"host memory, over the {MAX_ENUMERATION_BYTES // 2**30} GiB this trainer "
+                         "allows); the paper uses T <= 3")
     for value, allowed, key in ((m.name, MODELS, "model.name"),
                                 (m.comm, ("continuous", "discrete"), "model.comm"),
                                 (m.init, INITS, "model.init"),

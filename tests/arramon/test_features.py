@@ -68,15 +68,22 @@ NAN = float("nan")
 @pytest.mark.parametrize("entries, message", [
     ({"7_navi_0_0": ENTRY, "8_navi_0_1": ENTRY}, r"key '8_navi_0_1' is not '7_<navi\|assem>"),
     ({"7_navi_0_0": ENTRY, "7_walk_0_1": ENTRY}, "key '7_walk_0_1' is not"),
-    ({"7_navi_0_0": [-1, [0, 0], [0, 0, 0], 0]}, r"key '7_navi_0_0': expected \[obj_ids"),
+    ({"7_navi_0_0": [-1, [0, 0], [0, 0, 0], 0]},
+     r"key '7_navi_0_0': field 'obj_pos' \(entry\[1\]\) is not \[x, y, z\]: \[0, 0\]"),
     ({"7_navi_0_0": ENTRY[:3]}, r"key '7_navi_0_0': expected \[obj_ids"),
-    ({"7_navi_0_0": [1.5, *ENTRY[1:]]}, r"'7_navi_0_0': expected \[obj_ids \(an integer, or a "
-                                        r"float of integral value\).*got \[1.5, "),
-    ({"7_navi_0_0": [True, *ENTRY[1:]]}, r"'7_navi_0_0': expected \[obj_ids"),
-    ({"7_navi_0_0": [-1, [-1, -1, -1], [NAN, 0.525, 2.0], 0]}, r"'7_navi_0_0'.*all finite"),
-    ({"7_navi_0_0": [-1, [-1, -1, -1], [1, 0.525, 2.0], float("inf")]}, "'7_navi_0_0'"),
+    ({"7_navi_0_0": [1.5, *ENTRY[1:]]}, r"'7_navi_0_0': field 'obj_ids' \(entry\[0\]\) is not "
+                                        r"an integer, or a float of integral value: 1.5"),
+    ({"7_navi_0_0": [True, *ENTRY[1:]]}, r"'7_navi_0_0': field 'obj_ids'"),
+    ({"7_navi_0_0": [-1, [-1, -1, -1], [NAN, 0.525, 2.0], 0]},
+     r"'7_navi_0_0': field 'agent_pos' \(entry\[2\]\) is not a coordinate within \+-1e7: nan"),
+    ({"7_navi_0_0": [-1, [-1, -1, -1], [1, 0.525, 2.0], float("inf")]},
+     r"'7_navi_0_0': field 'agent_rot' \(entry\[3\]\) is not an angle in degrees"),
+    ({"7_navi_0_0": [-1, [-1, -1, -1], [1, 0.525, 2.0], [0, 1e300, 0]]},
+     r"'7_navi_0_0': field 'agent_rot' \(entry\[3\]\) is not an angle in degrees"),
+    ({"7_navi_0_0": [-1, [1e300, -1, -1], *ENTRY[2:]]}, r"'7_navi_0_0': field 'obj_pos'"),
     # A key of turn 2 is not used, but a malformed one is still a malformed file.
-    ({"7_navi_0_0": ENTRY, "7_assem_2_0": [NAN, *ENTRY[1:]]}, "key '7_assem_2_0': expected"),
+    ({"7_navi_0_0": ENTRY, "7_assem_2_0": [NAN, *ENTRY[1:]]}, "key '7_assem_2_0': field "),
+    ({}, "pos_7.json: no entries"),
     ([ENTRY], "expected a JSON object keyed by"),
 ])
 def test_bad_pose_files_are_named(tmp_path, entries, message):
@@ -200,14 +207,25 @@ def test_missing_files_and_bad_feature_files_are_named(tmp_path):
     bad = np.zeros(af.FEATURE_SHAPE, np.float32)
     bad[0, 0, 5] = np.nan
     np.save(path, bad)
-    with pytest.raises(af.FeatureFormatError, match="holds 1 non-finite values"):
+    with pytest.raises(af.FeatureFormatError, match=r"non-finite value nan at index \(0, 0, 5\)"):
         af.read_feature(path)
     np.save(path, np.array([{"a": 1}], dtype=object), allow_pickle=True)
-    with pytest.raises(af.FeatureFormatError, match="vfeat_7_navi_0_0.npy: unreadable"):
+    with pytest.raises(af.FeatureFormatError, match="vfeat_7_navi_0_0.npy: an object array"):
         af.read_feature(path)               # never unpickled
+    np.save(path, np.zeros(af.FEATURE_SHAPE, np.float64))
+    with open(path, "ab") as f:
+        f.write(b"\0tail")
+    with pytest.raises(af.FeatureFormatError, match="vfeat_7_navi_0_0.npy: 5 bytes after the"):
+        af.read_feature(path)
+    big = np.zeros(af.FEATURE_SHAPE, np.float64)
+    big[1, 2, 3] = 1e300                    # finite as stored, infinite as float16
+    np.save(path, big)
+    with pytest.raises(af.FeatureFormatError, match=r"value 1e\+300 at index \(1, 2, 3\) is not "
+                                                    "finite as float16"):
+        af.read_feature(path)
     with open(path, "wb") as f:
         f.write(b"\x93NUMPY")               # truncated
-    with pytest.raises(af.FeatureFormatError, match="unreadable"):
+    with pytest.raises(af.FeatureFormatError, match="not readable"):
         af.read_feature(path)
 
 

@@ -123,6 +123,10 @@ BROKEN = [
      r"field 'gt_objects_pos.assem_obj_pos_gt\[0\]' is not \[gx, level, gz\]"),
     (lambda i: _set(i, ["gt_objects_pos", "navi_obj_pos_gt", 1], [1.0, 2.0]),
      r"field 'gt_objects_pos.navi_obj_pos_gt\[1\]' is not a list of 3 finite numbers"),
+    (lambda i: _set(i, ["gt_objects_pos", "navi_obj_pos_gt", 0, 2], 1e300),
+     r"field 'gt_objects_pos.navi_obj_pos_gt\[0\]' is not a list of 3 finite numbers within"),
+    (lambda i: _set(i, ["gt_paths", "assem_path_gt", 1, 0, 1], float("nan")),
+     r"field 'gt_paths.assem_path_gt\[1\]\[0\]' is not a list of 3 finite numbers"),
     (lambda i: _set(i, ["gt_objects", 1], "Dotted Pink Ball"),
      r"field 'gt_objects\[1\]': object name 'Dotted Pink Ball' is not 'Pattern Colour Type'"),
     (lambda i: _set(i, ["instructions", "assem_inst_gt", 0], "  "),
@@ -163,6 +167,25 @@ def test_unreadable_files(tmp_path, val_seen):
     path.write_text(json.dumps([val_seen[0], 7]))
     with pytest.raises(ar.ArramonFormatError, match=r"instance 1: expected a JSON object"):
         ar.read_arramon(str(path))
+
+
+def test_a_repeated_instance_is_refused_and_validated_lists_the_others(tmp_path, val_seen):
+    """A copy of an instance would count twice in the metrics; an instance of the same map
+    that is not a copy is not one."""
+    path = tmp_path / "val_seen.json"
+    same_map = dict(copy.deepcopy(val_seen[1]), mapId=val_seen[0]["mapId"])
+    path.write_text(json.dumps([val_seen[0], same_map, val_seen[1], val_seen[0]]))
+    with pytest.raises(ar.ArramonFormatError,
+                       match=f"^{re.escape(str(path))}: instance 3 \\(code '3KADWF'\\): a copy of "
+                             f"instance 0 \\(mapId 8900\\): it would count twice in the metrics"):
+        ar.read_arramon(str(path))
+    broken = copy.deepcopy(val_seen[2])
+    broken["mapId"] = "x"
+    data = [val_seen[0], broken, val_seen[1], val_seen[0]]
+    valid, errors = ar.validated(str(path), data)
+    assert valid == [val_seen[0], val_seen[1]]
+    assert [i for i, _ in errors] == [1, 3]
+    assert "field 'mapId' is not an integer" in str(errors[0][1])
 
 
 def test_world_is_validated_when_present():

@@ -8,7 +8,9 @@ import os
 import numpy as np
 import pytest
 
+from tests.arramon import fuzz_cases
 from tests.conftest import SHARED_DATA
+from tests.fuzz import blank_line, edit_npy, flip_bytes, planted, set_field
 from ttw_jax.arramon import features as af, validate
 from ttw_jax.arramon.records import read_arramon
 from ttw_jax.arramon.synthetic import synthetic_instances
@@ -128,16 +130,17 @@ def test_every_planted_damage_is_named(tmp_path):
     assert all("\n" not in p for p in problems)
     expected = [f"{manual / 'val_seen.json'}: instance 0 (code {val[0]['code']!r}): field "
                 "'gt_actions.navi_action_gt[1][0]' is not one of ('f', 'l', 'r', 'P'): 'x'",
-                f"{vocab}:5: token 'the' repeats line 3",
+                f"{vocab}: not an official vocabulary file (one token a line, <PAD> and <UNK> "
+                "first): 'the' on lines 3 and 5",
                 f"{bad_pose}: invalid JSON",
                 f"{truncated}: truncated",
-                f"{nan}: holds 1 non-finite values",
+                f"{nan}: non-finite value nan at index (1, 2, 3) (stored as float32)",
                 f"{wrong}: expected float [7, 7, 2048], got float32 [7, 7, 1024]",
                 f"{pickled}: an object array",
                 f"{feats / af.POS_DIR}: no pose file for 1 mapIds the records name, e.g. "
-                f"['{lost_pose.name}']",
+                f"['{lost_pose}']",
                 f"{feats / af.VFEAT_DIR}: no feature file for 1 steps the pose files list, e.g. "
-                f"['{gone.name}']"]
+                f"['{gone}']"]
     for needle in expected:
         assert sum(p.startswith(needle) for p in problems) == 1, (needle, problems)
     for planted in (truncated, nan, wrong, pickled, bad_pose, vocab, manual / "val_seen.json"):
@@ -159,8 +162,8 @@ def test_float16_overflow_unrecorded_starts_and_missing_folders_are_named(tmp_pa
     pose.write_text(json.dumps(entries))
     problems, _ = validate.validate_release(str(manual), str(feats))
     assert problems == [f"{pose}: no entry for assem_1_0, the first view of turn 1's assembly",
-                        f"{big}: {int(np.prod(af.FEATURE_SHAPE))} values beyond float16's range "
-                        "(|x| > 65504), the packed cache's type"]
+                        f"{big}: value 1000000.0 at index (0, 0, 0) is not finite as float16, the "
+                        "dtype it is used in (stored as float32)"]
     problems, _ = validate.validate_release(str(manual), str(tmp_path / "nowhere"))
     assert len(problems) == 1 and problems[0].startswith(f"{tmp_path / 'nowhere'}: not a folder")
     for f in ("train.json", "val_seen.json"):
@@ -174,3 +177,31 @@ def test_the_real_val_seen_has_no_problem():
     data = os.path.join(SHARED_DATA, "arramon")
     assert os.path.isfile(os.path.join(data, "val_seen.json")), f"shared data missing: {data}"
     assert validate.validate_release(data) == ([], 2)
+
+
+def test_five_planted_faults_one_a_damaged_instance_file_are_all_named(tmp_path):
+    """One pass names 5 faults in 5 files (5/5), the instance file among them: flipped bytes in
+    val_seen.json hide none of the pose and feature files it names, which are listed from their
+    folders and checked all the same."""
+    fuzz_cases.build(tmp_path)
+    m0, m1 = fuzz_cases.MAP_IDS
+    feats = tmp_path / "features"
+    faults = {
+        tmp_path / fuzz_cases.SPLIT: (flip_bytes(), "unreadable (UnicodeDecodeError"),
+        feats / af.VFEAT_DIR / f"vfeat_{m0}_navi_0_0.npy": (
+            edit_npy(lambda a: planted(a, np.nan)), "non-finite value nan at index"),
+        feats / af.VFEAT_DIR / f"vfeat_{m1}_assem_0_0.npy": (
+            edit_npy(lambda a: planted(a, 1e300, np.float64)), "is not finite as float16"),
+        feats / af.POS_DIR / f"pos_{m1}.json": (
+            set_field(f"{m1}_assem_1_0", "2.2", 1e300),
+            f"key '{m1}_assem_1_0': field 'agent_pos' (entry[2]) is not a coordinate"),
+        tmp_path / fuzz_cases.VOCAB: (blank_line(3), "line 4 is ''"),
+    }
+    _, clean = validate.validate_release(str(tmp_path / "data"), str(feats))
+    for path, (mutate, _) in faults.items():
+        mutate(path)
+    problems, checked = validate.validate_release(str(tmp_path / "data"), str(feats))
+    assert checked == clean == 12            # val_seen, the vocabulary, 2 pose and 8 feature files
+    named = [path for path, (_, message) in faults.items()
+             if sum(p.startswith(f"{path}: ") and message in p for p in problems) == 1]
+    assert len(named) == len(faults) == len(problems) == 5, problems

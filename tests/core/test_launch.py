@@ -1,11 +1,14 @@
 """The shared launcher: removed config keys fail with the reason (before any work; renamed ones
-are accepted for one version, tests/core/test_renamed_keys.py), and `--config` finds an
-experiment's config files by name from any directory."""
+are accepted for one version, tests/core/test_renamed_keys.py), `--config` finds an
+experiment's config files by name from any directory, and a config or data error is one line
+without a traceback (`--verbose`: with it), a bug keeps its traceback."""
 import os
+import re
 import signal
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from tests.conftest import ROOT
@@ -170,3 +173,95 @@ def test_sigterm_outside_training_stops_the_launcher_with_status_0(tmp_path):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0 and "finished" not in out
     assert "SIGTERM outside training" in err
+
+
+def message_lines(stderr: str) -> list[str]:
+    """stderr without absl's log lines (`I1206 16:39:42.80 ... file.py:12] ...`)."""
+    return [line for line in stderr.splitlines()
+            if line.strip() and not re.match(r"[IWEF]\d{4} \d\d:\d\d:\d\d", line)]
+
+
+def test_config_and_data_errors_are_one_line_and_bugs_keep_their_traceback():
+    from absl import app
+    from ttw_jax.core.records import RecordFormatError
+    from ttw_jax.core.train.launch import distributed_args, error_line, one_line
+
+    def raised(fn):
+        try:
+            fn()
+        except Exception as e:   # noqa: BLE001
+            return e
+    # a check of the project's own code: one line
+    e = raised(lambda: distributed_args("x:1", None, None, env={}))
+    assert error_line(e).startswith("--multihost: give all of --coordinator_address")
+    assert error_line(raised(lambda: open("/no/such/file.json"))) == \
+        "[Errno 2] No such file or directory: '/no/such/file.json'"
+    assert error_line(RecordFormatError("a.json:3: missing field 'x'\n(the release's)")) == \
+        "a.json:3: missing field 'x'; (the release's)"
+    assert error_line(app.UsageError("renamed:\n--config.a: a is now b")) == \
+        "renamed: --config.a: a is now b"
+    # raised by numpy, by an unpacking, or of another kind: a bug, with its traceback
+    assert error_line(raised(lambda: np.zeros(-1))) is None
+    assert error_line(raised(lambda: [a for a, b in [(1, 2, 3)]])) is None
+    assert error_line(raised(lambda: {}["x"])) is None
+    assert one_line("flag --config.T=" + "9" * 5000 + ": too long") == \
+        "flag --config.T=999999999999... (5,000 digits): too long"
+
+
+def test_numeric_overrides_that_overflow_are_named_by_their_key():
+    import ml_collections
+    from ttw_jax.core.train.launch import numeric_override_errors, verbose_requested
+    c = ml_collections.ConfigDict({"T": 3, "flag": False, "optim": {"learning_rate": 1e-3},
+                                   "name": "x"})
+    argv = ["main", "--config.T=" + "9" * 1_000_000, "--config.T=-9223372036854775809",
+            "--config.T=9223372036854775807", "--config.T=0009", "--config.T=abc",
+            "--config.optim.learning_rate=1e400", "--config.optim.learning_rate=-inf",
+            "--config.optim.learning_rate=1e308", "--config.flag=1", "--config.name=1e400"]
+    assert numeric_override_errors(argv, c) == [
+        "--config.T: 999999999999999999999999... (1,000,000 characters) is outside the 64-bit "
+        "integer range [-2^63, 2^63)",
+        "--config.T: -9223372036854775809 is outside the 64-bit integer range [-2^63, 2^63)",
+        "--config.optim.learning_rate: 1e400 overflows a 64-bit float (the largest is "
+        "1.798e+308)"]
+    assert verbose_requested(["m", "--verbose"]) and not verbose_requested(["m"])
+    assert not verbose_requested(["m", "--verbose", "--noverbose"])
+
+
+def launched(tmp_path, *args):
+    env = {**os.environ, "TTW_JAX_HUGEPAGES": "0"}
+    return subprocess.run([sys.executable, "-m", "experiments.touchdown_sdr.main",
+                           f"--workdir={tmp_path / 'run'}", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_a_bad_override_is_one_line_naming_its_key(tmp_path):
+    out = launched(tmp_path, "--config.optim.learning_rate=1e400")
+    assert out.returncode == 2 and message_lines(out.stderr) == [
+        "--config.optim.learning_rate: 1e400 overflows a 64-bit float (the largest is "
+        "1.798e+308)"]
+    out = launched(tmp_path, "--config.num_steps=12x")      # ml_collections' own parse error
+    assert out.returncode == 2 and message_lines(out.stderr) == [
+        "flag --config.num_steps=12x: invalid literal for int() with base 10: '12x'"]
+
+
+def test_a_malformed_record_file_is_one_line_naming_file_and_line(tmp_path):
+    (tmp_path / "release").mkdir()
+    (tmp_path / "release" / "train.json").write_text('{"route_id": 1}\n')
+    args = ("--config.mode=baselines", f"--config.data.manual_dir={tmp_path / 'release'}")
+    out = launched(tmp_path, *args)
+    line = f"{tmp_path / 'release' / 'train.json'}:1: missing field 'navigation_text'"
+    assert out.returncode == 1 and message_lines(out.stderr) == [line]
+    out = launched(tmp_path, *args, "--verbose")             # the traceback, then the line
+    assert out.returncode == 1 and "Traceback (most recent call last)" in out.stderr
+    assert message_lines(out.stderr)[-1] == line
+
+
+def test_a_missing_config_file_is_one_line_naming_the_configs(tmp_path):
+    from ttw_jax.core.train.launch import missing_config_files
+    (tmp_path / "paper.py").write_text("")
+    (tmp_path / "default.py").write_text("")
+    assert missing_config_files(["m", f"--config={tmp_path / 'paper.py'}:x"], str(tmp_path)) \
+        is None
+    assert missing_config_files(["m", "--config=/no/such.py"], str(tmp_path)) == (
+        f"--config=/no/such.py: no such config file, nor one of that name in {tmp_path} "
+        "(default, paper)")

@@ -11,6 +11,8 @@ import optax
 import pytest
 from flax.training import train_state
 
+from ttw_jax.core.records import first_nonfinite
+from ttw_jax.core.stream import NonFiniteInput
 from ttw_jax.core.train.checkpoint import Checkpointer
 from ttw_jax.core.train.logging import MetricWriter
 from ttw_jax.core.train.loop import fit
@@ -209,7 +211,8 @@ def test_a_corrupt_latest_checkpoint_falls_back_to_an_older_one(tmp_path, damage
     state, _, meta = run(tmp_path / "a", ev, num_steps=15)
     ref_state, _, ref_meta = run(tmp_path / "b", ev, num_steps=15)
     assert float(state.params["w"]) == float(ref_state.params["w"]) and meta == ref_meta
-    assert sorted(os.listdir(tmp_path / "a" / "checkpoints")) == ["10", "15"]
+    names = sorted(os.listdir(tmp_path / "a" / "checkpoints"))   # the refused step kept aside
+    assert names[0] == "10" and names[1].startswith("10.corrupt-") and names[2:] == ["15"]
 
 
 PREEMPTIBLE = r"""
@@ -306,6 +309,39 @@ def test_a_non_finite_loss_names_the_examples_of_its_batch(tmp_path):
     assert names[bad_row] in expected and ", ".join(expected[:8]) in msg
     listed = json.loads((tmp_path / f"nonfinite_step_{first}.json").read_text())
     assert listed["examples"] == expected and listed["step"] == first
+
+
+def test_a_non_finite_input_read_by_a_step_names_its_file_and_element(tmp_path):
+    """A streamed row that is not finite (`NonFiniteInput`, raised while step 7 reads its batch)
+    stops the run as a non-finite loss does, naming the file, the element and the examples that
+    read that file; the checkpoint of step 5 is kept."""
+    x = np.ones((4, 3), np.float32)
+    x[2, 1] = np.inf
+    assert first_nonfinite(x, np.float16) == ((2, 1), np.float32)
+    assert first_nonfinite(x[:2], np.float16) is None
+    # finite as stored, infinite as float16
+    assert first_nonfinite(np.full(2, 1e5, np.float32), np.float16) == ((0,), np.float16)
+
+    def reading(state, step):
+        if step == 7:
+            raise NonFiniteInput("/rel/features/b.npy", (2, 1, 0), "non-finite value nan")
+        return step_fn(state, step)
+    reading.examples = lambda step: [f"train: route_id {i}, /rel/features/{f}.npy"
+                                     for i, f in enumerate("abcb")]
+    writer = MetricWriter(str(tmp_path))
+    with pytest.raises(FloatingPointError) as e:
+        fit(start(), config=config(), workdir=str(tmp_path), writer=writer, place=lambda t: t,
+            step_fn=reading, evaluate=lambda p: {"err": 0.0}, metric="err", mode="min")
+    writer.close()
+    assert str(e.value).startswith(f"non-finite training input at step 7 of {tmp_path}: "
+                                   "/rel/features/b.npy: non-finite value nan; its batch: ")
+    assert "nothing after step 5 was checkpointed" in str(e.value)
+    report = json.loads((tmp_path / "nonfinite_step_7.json").read_text())
+    assert report == {"step": 7, "loss": None, "examples": reading.examples(7), "input": {
+        "file": "/rel/features/b.npy", "index": [2, 1, 0], "row": 2,
+        "problem": "non-finite value nan",
+        "examples": ["train: route_id 1, /rel/features/b.npy",
+                     "train: route_id 3, /rel/features/b.npy"]}}
 
 
 def test_profile_steps_write_a_trace_and_the_data_wait_is_logged(tmp_path):

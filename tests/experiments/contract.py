@@ -32,8 +32,10 @@ def check_results_schema(results: dict) -> None:
     from ttw_jax.core.train import provenance as prov
     assert results["schema_version"] == prov.SCHEMA_VERSION
     p = results["provenance"]
-    assert set(p) == {"data", "perception", "protocol", "code", "config_hash", "device", "dtype",
-                      "seeds", "hidden_splits"}
+    assert set(p) - {"token_limits"} == {"data", "perception", "protocol", "code", "config_hash",
+                                         "device", "dtype", "seeds", "hidden_splits"}
+    # the texts' padded lengths ({config key: int}) of a run that reads text
+    assert all(isinstance(v, int) and v > 0 for v in p.get("token_limits", {}).values())
     assert p["data"]["kind"] in ("release", "synthetic")
     assert ("seed" in p["data"]) if p["data"]["kind"] == "synthetic" else "fingerprint" in p["data"]
     assert p["perception"]["kind"] in ("file", "synthetic", "none")

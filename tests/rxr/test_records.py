@@ -102,7 +102,7 @@ CASE_TIMES = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
 # (heading, elevation) degrees -> nearest view: 12, 15 | 6, 31 | 0, 12
 CASE_ANGLES = [(0, 0), (90, 0), (180, -30), (200, 35), (350, -50), (10, 10)]
 CASE_WORDS = timed([("Walk", 0.2, 0.6), ("past", 1.5, 2.5), ("the", 3.0, 3.0),
-                    ("sofa", None, None), ("and", 4.0, math.nan), ("stop.", 4.5, 6.0)])
+                    ("sofa", None, None), ("and", 4.0, None), ("stop.", 4.5, 6.0)])
 # step a covers (-inf, 2), b [2, 4), c [4, inf); "sofa" inherits [3, 4], "and" [4, 4.5]
 CASE_STEP_WORDS = np.array([[1, 1, 0, 0, 0, 0],
                             [0, 1, 1, 1, 0, 0],
@@ -197,11 +197,16 @@ def test_r2r_small_file_and_text_features(tmp_path):
     (r2r_entry(scan="../../x"), "entry 1: field 'scan' is not an id without path separators"),
     (r2r_entry(scan="/abs/scan"), "entry 1: field 'scan' is not an id without path separators"),
     (r2r_entry(scan=".."), "entry 1: field 'scan' is not an id without path separators"),
-    (r2r_entry(heading="3.0"), "entry 1: field 'heading' is not a finite number"),
+    (r2r_entry(heading="3.0"), "entry 1: field 'heading': is not an angle in radians"),
+        (r2r_entry(heading=1e300), "entry 1: field 'heading': is not an angle in radians"),
+        (r2r_entry(distance=math.nan), "entry 1: field 'distance': is not a distance >= 0"),
+        (r2r_entry(distance=-1.0), "entry 1: field 'distance': is not a distance >= 0"),
+        (r2r_entry(instructions=["Go.", ""]), "entry 1: field 'instructions' is not a list of 1 "
+                                              "to 10 non-empty strings"),
     (r2r_entry(path=[]), "entry 1: field 'path' is not a non-empty list"),
     (r2r_entry(path_id=-2), "entry 1: field 'path_id' is not an integer >= 0"),
     (r2r_entry(instructions=["x"] * 11), "entry 1: field 'instructions' is not a list of 1 to 10"),
-    (r2r_entry(distance="far"), "entry 1: field 'distance' is not a number"),
+    (r2r_entry(distance="far"), "entry 1: field 'distance': is not a distance"),
     (r2r_entry(5), "entry 1: field 'path_id' 5 repeats entry 0"),
     ("not an object", "entry 1: expected a JSON object"),
 ])
@@ -331,11 +336,11 @@ def test_read_rxr_gz_and_plain_jsonl(tmp_path):
     (rxr_line(2, scan=""), "field 'scan' is not an id without path separators"),
     (rxr_line(2, scan="a/../../b"), "field 'scan' is not an id without path separators"),
     (rxr_line(2, language="fr-FR"), "field 'language' is not one of"),
-    (rxr_line(2, heading="north"), "field 'heading' is not a finite number"),
+    (rxr_line(2, heading="north"), "field 'heading': is not an angle in radians"),
     (dict(rxr_line(2), instruction_id="2"), "field 'instruction_id' is not an integer"),
     (rxr_line(2, timed_instruction=[{"word": 5}]), r"field 'timed_instruction\[0\].word'"),
     (rxr_line(2, timed_instruction=timed([("a", "0.1", 1.0)])),
-     r"field 'timed_instruction\[0\].start_time' is not a number"),
+     r"field 'timed_instruction\[0\].start_time': is not a time >= 0"),
     (rxr_line(2, timed_instruction=timed([("a", None, None)])),
      "field 'timed_instruction': no word has a start_time or end_time"),
     (rxr_line(2, edit_distance="low"), "field 'edit_distance' is not a number"),
@@ -347,18 +352,24 @@ def test_malformed_rxr_lines_name_file_line_and_field(tmp_path, line, message):
         rr.read_rxr(path)
 
 
-def test_optional_numbers_nan_is_absent_infinity_is_rejected(tmp_path):
-    """`edit_distance`, `distance` and word times: absent, null or NaN mean "absent" (NaN); an
-    infinite value is rejected (it used to pass, `ttw_jax.core.records`); numpy numbers pass."""
+def test_optional_numbers_absent_or_nan_infinity_and_negatives_are_rejected(tmp_path):
+    """`edit_distance`: absent, null or NaN mean "absent" (NaN); word times: absent or null (as
+    in parts of the release); an infinite value, a negative one, a NaN word time are rejected
+    (the shared rule, `core.QUANTITIES`); numpy numbers pass."""
     path = write_jsonl(tmp_path / "rxr_train_guide.jsonl", [
-        rxr_line(1, edit_distance=math.nan, timed_instruction=timed([("a", math.nan, 1.0)]))])
+        rxr_line(1, edit_distance=math.nan, timed_instruction=timed([("a", None, 1.0)]))])
     (rec,) = rr.read_rxr(path)
     assert math.isnan(rec["edit_distance"]) and rec["timed_words"] == ["a"]
     for line, message in [
             (rxr_line(1, edit_distance=math.inf),
              r"field 'edit_distance' is not a number \(or absent\): inf"),
+            (rxr_line(1, edit_distance=-0.5), r"field 'edit_distance': is not a distance >= 0"),
             (rxr_line(1, timed_instruction=timed([("a", 0.0, math.inf)])),
-             r"field 'timed_instruction\[0\].end_time' is not a number \(or absent\): inf")]:
+             r"field 'timed_instruction\[0\].end_time': is not a time >= 0 .*: inf"),
+            (rxr_line(1, timed_instruction=timed([("a", math.nan, 1.0)])),
+             r"field 'timed_instruction\[0\].start_time': is not a time >= 0 .*: nan"),
+            (rxr_line(1, timed_instruction=timed([("a", -2.0, 1.0)])),
+             r"field 'timed_instruction\[0\].start_time': is not a time >= 0 .*: -2.0")]:
         path = write_jsonl(tmp_path / "rxr_train_guide.jsonl", [line])
         with pytest.raises(rr.RecordFormatError, match=f"^{path}:1: {message}"):
             rr.read_rxr(path)
@@ -449,7 +460,14 @@ def test_follower_takes_guide_fields_and_its_own_trace(tmp_path):
     ({"extrinsic_matrix": np.zeros((6, 12), np.float32)},
      r"key 'extrinsic_matrix' has shape \(6, 12\)"),
     ({"time": np.zeros(5, np.float32)}, r"key 'time' has shape \(5,\)"),
-    ({"time": np.full(6, np.nan, np.float32)}, "key 'time' has non-finite values"),
+    ({"time": np.full(6, np.nan, np.float32)}, "key 'time': non-finite value nan"),
+    ({"feature_weights": np.full((3, 36), np.nan, np.float32)},
+     "key 'feature_weights': non-finite value nan"),
+    ({"feature_weights": np.full((3, 36), 1e300)},
+     "key 'feature_weights': value 1e\\+300 at index .* is not finite as float32"),
+    ({"image_mask": np.zeros((3, 128), bool)}, r"key 'image_mask' has shape \(3, 128\)"),
+    ({"image_mask": np.zeros((2, 128, 256), bool), "feature_weights": np.ones((3, 36))},
+     r"key 'image_mask' has 2 rows, key 'feature_weights' 3"),
     ({"pano": np.asarray(["vp_a", "vp_c", "vp_b", "vp_b", "vp_c", "vp_c"])},
      "key 'pano': snapshot 2 is at viewpoint 'vp_b'"),
     ({"pano": np.asarray([1, 2, 3, 4, 5, 6])}, "key 'pano' has dtype int"),

@@ -8,7 +8,9 @@ import os
 import numpy as np
 import pytest
 
+from tests import fuzz
 from tests.conftest import SHARED_DATA
+from tests.rxr import fuzz_cases
 from ttw_jax.rxr import view_features as vf
 from ttw_jax.rxr.graph import list_scans, load_matterport_graph
 from ttw_jax.rxr.release import write_release
@@ -196,3 +198,30 @@ def test_the_real_r2r_val_seen_file_is_sound(tmp_path):
                                                              "R2R_val_seen.json"))
     problems, checked = validate_release(str(tmp_path), conn)
     assert problems == [] and checked == len(list_scans(conn)) + 1 == 91
+
+
+def test_five_planted_faults_one_a_damaged_guide_file_are_all_named(tmp_path):
+    """The fuzz corpus's release (real R2R entries and graphs, RxR files written in the
+    release's layout) with 5 faults in 5 files: the guide file's gzip body damaged (zlib.error),
+    NaN `feature_weights` in a pose trace and integer text features both named by that guide
+    file, an R2R heading of 1e300 and a NaN connectivity height. One pass names all 5."""
+    fuzz_cases.build(tmp_path)
+    planted = {
+        fuzz_cases.GUIDE: (fuzz.flip_bytes(), "unreadable"),
+        fuzz_cases.TRACE: (fuzz.edit_npz("feature_weights", fuzz_cases.middle(np.nan)),
+                           "key 'feature_weights': non-finite value nan"),
+        fuzz_cases.TEXT: (fuzz.edit_npz("features", lambda a: np.round(a).astype(np.int32)),
+                          "text features are int32"),
+        fuzz_cases.R2R_VAL: (fuzz.set_field(0, "heading", 1e300),
+                             "entry 0: field 'heading': is not an angle in radians"),
+        fuzz_cases.CONN: (fuzz.set_field(3, "height", float("nan")),
+                          "viewpoint 3: field 'height'"),
+    }
+    for file, (mutate, _) in planted.items():
+        mutate(tmp_path / file)
+    problems, _ = validate_release(str(tmp_path / "data"), str(tmp_path / "conn"),
+                                   view_features=str(tmp_path / fuzz_cases.VIEWS))
+    named = {file for file, (_, needle) in planted.items()
+             if any(p.startswith(f"{tmp_path / file}") and needle in p for p in problems)}
+    assert named == set(planted), problems
+    assert len(problems) == len(planted), problems

@@ -132,7 +132,7 @@ def test_synthetic_views_on_real_instructions_run_with_the_flag_and_say_so(relea
     assert p["perception"]["kind"] == "synthetic" and p["perception"]["width"] > 0
     assert "synthetic perception" in prov.tags(p)
     assert set(p) == {"data", "perception", "protocol", "code", "config_hash", "device", "dtype",
-                      "seeds", "hidden_splits"}
+                      "seeds", "hidden_splits", "token_limits"}
     assert p["config_hash"] == prov.config_hash(c) and p["device"]["count"] >= 1
     assert p["code"]["version"] and p["dtype"] == "float32" and p["seeds"] == 1
     assert res["test"]["predictions"]["full"] == ["predictions_test.json"]

@@ -221,7 +221,7 @@ BAD = [
     (dict(**{"dialog[2].text": F}), "field 'dialog\\[2\\].text': only the Tourist acts"),
     (dict(**{"dialog[5].episode_done": "no"}), "field 'dialog\\[5\\].episode_done': "
                                                "expected a boolean"),
-    (dict(**{"dialog[6].time": "noon"}), "field 'dialog\\[6\\].time': expected a number"),
+    (dict(**{"dialog[6].time": "noon"}), "field 'dialog\\[6\\].time': expected a timestamp"),
     (dict(**{"dialog[7].time": DELETE}), "field 'dialog\\[7\\].time': missing required field"),
 ]
 
@@ -237,7 +237,8 @@ def test_errors_name_file_episode_and_field(tmp_path, changes, message):
 
 def test_numpy_integers_are_integers_and_times_must_be_finite():
     """The shared rule of `ttw_jax.core.records`: numpy integers are accepted where integers are
-    (they used not to be), bools are not, and a time must be a finite number."""
+    (they used not to be), bools are not, a time must be a finite number >= 0 and a dialogue
+    must have an act."""
     ep = hand_episode()
     ep["boundaries"] = [np.int64(v) for v in ep["boundaries"]]
     ep["start_location"] = list(np.asarray(ep["start_location"], np.int32))
@@ -245,8 +246,11 @@ def test_numpy_integers_are_integers_and_times_must_be_finite():
     td.validate_dialogue(ep, "f.json", 0)
     for field, value, problem in [
             ("boundaries", [2, 4, 5, True], "field 'boundaries': expected a list of 4 integers"),
-            ("time", float("nan"), "field 'dialog[0].time': expected a number, got nan"),
-            ("time", float("inf"), "field 'dialog[0].time': expected a number, got inf")]:
+            ("time", float("nan"), "field 'dialog[0].time': expected a timestamp (a finite "
+                                   "number >= 0), got nan"),
+            ("time", float("inf"), "field 'dialog[0].time': expected a timestamp"),
+            ("time", -1.0, "field 'dialog[0].time': expected a timestamp"),
+            ("dialog", [], "field 'dialog': an empty dialogue (no act)")]:
         bad = hand_episode()
         (bad["dialog"][0] if field == "time" else bad)[field] = value
         with pytest.raises(td.DialogueFormatError,

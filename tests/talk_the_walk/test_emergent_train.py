@@ -52,6 +52,10 @@ def test_discrete_no_masc_config_trains(tmp_path):
                                              ({"T": 9}, r"T=9: evaluation enumerates every walk "
                                                         r"of every window, up to 381,681,664 "
                                                         r"walks \(about 164 GiB"),
+                                             # 4^T walks: never written out in full
+                                             ({"T": 1000000}, r"T=1000000: evaluation enumerates "
+                                                              r"every walk of every window, over "
+                                                              r"5\.0e41 walks \(over 7\.2e35 GiB"),
                                              ({"batch_size": 0}, r"batch_size=0 \(needs an "
                                                                  r"integer >= 1\)"),
                                              ({"eval_every": 0}, "eval_every=0"),

@@ -6,6 +6,8 @@ import json
 import os
 
 from tests.conftest import SHARED_DATA
+from tests.fuzz import edit_json, flip_bytes, set_field
+from tests.talk_the_walk import fuzz_cases
 from ttw_jax.talk_the_walk import maps, validate
 from ttw_jax.talk_the_walk.landmarks import release as lr
 from ttw_jax.talk_the_walk.language import dialogues as td
@@ -85,7 +87,7 @@ def test_every_planted_damage_is_named(tmp_path):
                 "'SE'), got 'XX'",
                 f"{data}: no map for 1 neighbourhoods the dialogues use ('{lost}' in "
                 f"{join(td.DIALOGUE_FILES['train'])})",
-                f"{resnet}: neighbourhood 'fidi', key '{key}': non-finite value at element 0",
+                f"{resnet}: neighbourhood 'fidi', key '{key}': non-finite value nan at index (0,)",
                 f"{text_file}: key '{first}', entry 0, field 'lex_recog'"]
     for needle in expected:
         assert sum(p.startswith(needle) for p in problems) == 1, (needle, problems)
@@ -118,3 +120,26 @@ def test_the_real_maps_have_no_problem():
     real = os.path.join(SHARED_DATA, "ttw", "maps")
     assert os.path.isdir(real), f"shared data missing: {real}"
     assert validate.validate_release(real, real) == ([], 4)
+
+
+def test_five_planted_faults_one_a_damaged_dialogue_file_are_all_named(tmp_path):
+    """One pass over the fuzz corpus's small release (real maps) names each of 5 faults in 5
+    files: flipped bytes in a dialogue file, an episode with `dialog: []` in another, an unknown
+    landmark type in a map, a float64 1e300 (infinite as float32) in `resnetfeat.json` and a
+    number for a recognised text in `<nbh>/text.json`."""
+    fuzz_cases.build(tmp_path)
+    train, valid = (tmp_path / td.DIALOGUE_FILES[s] for s in ("train", "valid"))
+    nmap, resnet = tmp_path / "fidi" / "map.json", tmp_path / lr.RESNET_FILE
+    text = tmp_path / "hellskitchen" / lr.TEXT_FILE
+    flip_bytes(at=0.5)(train)
+    set_field(0, "dialog", [])(valid)
+    set_field(0, "type", "Castle")(nmap)
+    set_field(None, "hellskitchen.0_0_W1.2", 1e300)(resnet)
+    edit_json(lambda views: views.update({k: [{"lex_recog": 5}] for k in sorted(views)[:1]}))(text)
+    problems, _ = validate.validate_release(str(tmp_path), str(tmp_path), str(tmp_path))
+    expected = [f"{train}: unreadable", f"{valid}: episode 0: field 'dialog': an empty dialogue",
+                f"{nmap}: entry 0, field 'type': unknown landmark type 'Castle'",
+                f"{resnet}: neighbourhood 'hellskitchen', key '0_0_W1': value 1e+300 at index "
+                "(2,) is not finite as float32", f"{text}: key "]
+    assert [sum(p.startswith(e) for p in problems) for e in expected] == [1] * 5, problems
+    assert len(problems) == 5

@@ -104,8 +104,8 @@ def test_missing_file_names_the_path_and_the_source(tmp_path):
     (json.dumps(record(3, route_panoids=["a", 5])), "field 'route_panoids'"),
     (json.dumps(record(3, route_panoids=["a", "../b"])), "field 'route_panoids'"),
     (json.dumps(record(3, start_heading="0.0")), "field 'start_heading' is not a heading"),
-    (json.dumps(record(3, start_heading=1e300)), "field 'start_heading' is not a heading in "
-                                                 "degrees (a number in [-360, 720])"),
+    (json.dumps(record(3, start_heading=1e300)), "field 'start_heading' is not a heading: an "
+                                                 "angle in degrees within +-720"),
     (json.dumps(record(3, end_heading=-1e9)), "field 'end_heading' is not a heading"),
     (json.dumps(record("3")), "field 'route_id' is not an integer"),
     (json.dumps(record(3, navigation_text=None)), "missing field 'navigation_text'"),

@@ -29,7 +29,7 @@ def test_no_paper_config_cuts_a_shared_record(records):
         assert report_truncation([len(tokenize(t)) for t in texts], limit, "texts", "tokens",
                                  "error") == 0
     assert token_limit(0, nav) == 456 and token_limit(0, sdr) == 84
-    # the CPU defaults would cut them: on the release that is an error naming the longest
+    # a fixed 64 (the earlier default) would cut them: on the release, an error naming the longest
     assert report_truncation([len(tokenize(t)) for t in nav], 64, "t", "tokens", "ignore") == 597
 
 

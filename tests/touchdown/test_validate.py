@@ -8,6 +8,8 @@ import sys
 import numpy as np
 
 from tests.conftest import ROOT
+from tests.fuzz import append, edit_npy, edit_text, empty, flip_bytes, planted
+from tests.touchdown import fuzz_cases
 from ttw_jax.touchdown import validate
 from ttw_jax.touchdown.graph import synthetic_street_grid, write_graph_files
 from ttw_jax.touchdown.sdr.stream import write_synthetic_release
@@ -46,10 +48,10 @@ def test_every_planted_damage_is_named(tmp_path):
     text = "\n".join(problems)
     assert all("\n" not in p for p in problems)
     assert f"{truncated}: truncated" in text
-    assert f"{nan}: non-finite values" in text
+    assert f"{nan}: non-finite value nan at index (0, 0, 0)" in text
     assert f"{wrong}: shape (10, 56, 3), expected (10, 56, 2)" in text
     assert f"{dev}:1: field 'route_id'" in text
-    assert "no feature map for 1 panoramas" in text and gone.stem in text
+    assert f"{gone}: no such file: the feature map of a view of {manual}" in text
     assert len(problems) == 5
     # headers only: the NaN goes unseen, the rest is still found
     problems, _ = validate.validate_release(str(manual), bodies=False)
@@ -99,3 +101,25 @@ def test_the_command_checks_each_dataset(tmp_path):
         text, bad = report(dataset, str(tmp_path))
         assert bad >= 1 and text.startswith(f"{dataset}: ") and str(tmp_path) in text, text
         assert expected[dataset] in text
+
+
+def test_five_planted_faults_one_a_damaged_record_file_are_all_named(tmp_path):
+    """One pass names each of 5 faults in 5 files of a small real release: flipped bytes in a
+    record file, a float64 1e300 (infinite as float16) and bytes appended in the feature maps
+    of its first record's views, a self-link in `links.txt` and an empty record file."""
+    fuzz_cases.build(tmp_path)
+    first = json.loads((tmp_path / fuzz_cases.DEV).read_text().splitlines()[0])
+    huge, longer = tmp_path / fuzz_cases.FEATURE, tmp_path / "features" / f"{first['pre_pano']}.npy"
+    dev, links, train = (tmp_path / f for f in (fuzz_cases.DEV, fuzz_cases.LINKS,
+                                                 fuzz_cases.TRAIN))
+    flip_bytes(at=0.6)(dev)
+    edit_npy(lambda x: planted(x, 1e300, np.float64))(huge)
+    append(b"\x00" * 5)(longer)
+    edit_text(fuzz_cases.self_link)(links)
+    empty(train)
+    problems, _ = validate.validate_release(str(tmp_path), str(tmp_path / "graph"))
+    expected = [f"{links}:2: field 'end_panoid': a self-link", f"{dev}: unreadable",
+                f"{train}: no records", f"{huge}: value 1e+300 at index (2, 0, 0) is not finite "
+                "as float16", f"{longer}: 5 bytes after the array"]
+    assert [sum(p.startswith(e) for p in problems) for e in expected] == [1] * 5, problems
+    assert len(problems) == 5

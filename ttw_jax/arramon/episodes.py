@@ -101,7 +101,8 @@ def read_vocab_file(path: paths.PathLike) -> Vocabulary:
     `Tokenizer.load`: id = line number, `<PAD>` 0, `<UNK>` 1); a word it does not list encodes
     as `<UNK>` (1), as the official `word2idx`. FileNotFoundError / ValueError naming the file
     when it is missing, empty, does not start with `<PAD>`, `<UNK>`, or has an empty line, a
-    token with a space (e.g. a "word count" line) or a token twice."""
+    token with a space (e.g. a "word count" line) or a control character (NUL), or a token
+    twice."""
     path = paths.resolve(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: vocabulary file not found; {VOCAB_HINT}")
@@ -112,7 +113,8 @@ def read_vocab_file(path: paths.PathLike) -> Vocabulary:
         raise ValueError(f"{where}: it starts with {lines[:2]!r}")
     seen: dict[str, int] = {}
     for i, word in enumerate(lines):
-        if not word.strip() or len(word.split()) != 1 or word != word.strip():
+        if (not word.strip() or len(word.split()) != 1 or word != word.strip()
+                or not word.isprintable()):
             raise ValueError(f"{where}: line {i + 1} is {word!r}")
         if word in seen:
             raise ValueError(f"{where}: {word!r} on lines {seen[word] + 1} and {i + 1}")

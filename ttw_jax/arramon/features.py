@@ -19,11 +19,14 @@ previous step's features instead). Entries past the demonstration's last action 
 Read as permissively as the official reader, a dict lookup by key: keys in any order, an
 `obj_ids` written as an integral float (`-1.0`: the simulator's replies are parsed into float
 tensors), and keys of turns beyond the two the official loop runs (turn >= 2: never read; counted,
-`Poses.ignored`, and reported). Checks (each error names the file and key): a missing file (with
-where the release keeps it), a key of another map or not of the form `<mapId>_<phase>_<turn>_<t>`,
-no entry for a phase's first step, a malformed entry (not four fields; `obj_ids` not an integer
-or integral float, e.g. 1.5; a position not three finite numbers, e.g. NaN), a feature file that
-is unreadable, not [7, 7, 2048], or not finite.
+`Poses.ignored`, and reported). Checks (each error names the file, and the key and field): a
+missing file (with where the release keeps it), an empty one, a key of another map or not of the
+form `<mapId>_<phase>_<turn>_<t>`, no entry for a phase's first step, a malformed entry
+(`entry_problem`: not four fields; `obj_ids` not an integer or integral float, e.g. 1.5; a
+position not three coordinates or `agent_rot` not angles in degrees under the shared rule,
+`core.records.QUANTITIES`, e.g. NaN or 1e300), a feature file that is unreadable, truncated or
+longer than its header announces, not a float [7, 7, 2048], or not finite as stored or as the
+float16 it is packed into (`core.records.nonfinite_problem`).
 
 The recorded `agent_pos` is Unity's world (x, y, z) of the agent (the official `sim_mul.py`
 passes it on as the agent's position, compared with the ground-truth path points), so its
@@ -63,12 +66,14 @@ from ttw_jax.arramon.episodes import assembly_start, navigation_start, turn_exam
 from ttw_jax.core import paths
 from ttw_jax.core.env import replay_policy, rollout
 from ttw_jax.core.progress import progress as progress_report
-from ttw_jax.core.records import RecordFormatError, is_int, is_number, list_of, read_json
+from ttw_jax.core.records import (RecordFormatError, check_npy_size, damaged, is_int, is_number,
+                                  nonfinite_problem, quantity_problem, read_json, shown)
 from ttw_jax.core.stream import LazyRows
 
 POS_DIR = "pos_sim_passed_sec"
 VFEAT_DIR = "vfeat_sim_passed_sec"
 FEATURE_SHAPE = (7, 7, 2048)
+FEATURE_DTYPE = np.float16   # the packed cache's, which training reads
 PHASES = ("navi", "assem")
 MISSING = ("zeros", "previous")
 PACK_VERSION = 1
@@ -93,12 +98,40 @@ def feature_path(features_dir: str, map_id, phase: str, turn: int, t: int) -> st
     return os.path.join(features_dir, VFEAT_DIR, f"vfeat_{map_id}_{phase}_{turn}_{t}.npy")
 
 
-_point = list_of(is_number, 3, 3)      # [x, y, z], finite
+ENTRY_FIELDS = ("obj_ids", "obj_pos", "agent_pos", "agent_rot")
+# field -> (the shared rule's kind of its numbers, what it is)
+_ENTRY_KINDS = {"obj_pos": ("coordinate", "[x, y, z]"), "agent_pos": ("coordinate", "[x, y, z]"),
+                "agent_rot": ("degrees", "[x, y, z] Euler angles, or one angle")}
 
 
 def is_integral(v) -> bool:
     """An integer, or a finite float of integral value (`-1.0`)."""
     return is_int(v) or (is_number(v) and float(v).is_integer())
+
+
+def entry_problem(entry) -> str | None:
+    """Why a pose file's entry is not [obj_ids (an integer, or a float of integral value),
+    obj_pos [x, y, z], agent_pos [x, y, z], agent_rot [x, y, z] or one number], positions and
+    angles under the shared rule (`QUANTITIES`: coordinates, degrees), or None; it names the
+    field."""
+    if not (isinstance(entry, list) and len(entry) == len(ENTRY_FIELDS)):
+        return (f"expected [{', '.join(ENTRY_FIELDS)}], got {json.dumps(entry)[:120]}")
+    if not is_integral(entry[0]):
+        return ("field 'obj_ids' (entry[0]) is not an integer, or a float of integral value: "
+                f"{shown(entry[0])}")
+    for k, name in enumerate(ENTRY_FIELDS[1:], 1):
+        kind, what = _ENTRY_KINDS[name]
+        value = entry[k]
+        values = value if isinstance(value, list) and len(value) == 3 else None
+        if values is None and name == "agent_rot" and not isinstance(value, list):
+            values = [value]
+        if values is None:
+            return f"field '{name}' (entry[{k}]) is not {what}: {shown(value)}"
+        for c in values:
+            problem = quantity_problem(c, kind)
+            if problem:
+                return f"field '{name}' (entry[{k}]) {problem} (in {shown(value)})"
+    return None
 
 
 class Poses(dict):
@@ -117,6 +150,8 @@ def read_poses(features_dir: str, map_id) -> Poses:
     if not isinstance(data, dict):
         raise FeatureFormatError(f"{path}: top level: expected a JSON object keyed by "
                                  f"'<mapId>_<tag>', got {type(data).__name__}")
+    if not data:
+        raise FeatureFormatError(f"{path}: no entries (every phase's first step needs one)")
     out, prefix = Poses(), f"{map_id}_"
     for key, entry in data.items():
         tag = key[len(prefix):] if key.startswith(prefix) else None
@@ -124,13 +159,9 @@ def read_poses(features_dir: str, map_id) -> Poses:
         if m is None:
             raise FeatureFormatError(f"{path}: key {key!r} is not '{prefix}<navi|assem>_<turn>_"
                                      "<step>'")
-        if not (isinstance(entry, list) and len(entry) == 4 and is_integral(entry[0])
-                and _point(entry[1]) and _point(entry[2])
-                and (_point(entry[3]) or is_number(entry[3]))):
-            raise FeatureFormatError(f"{path}: key {key!r}: expected [obj_ids (an integer, or a "
-                                     "float of integral value), obj_pos [x, y, z], agent_pos "
-                                     "[x, y, z], agent_rot], all finite, got "
-                                     f"{json.dumps(entry)[:120]}")
+        problem = entry_problem(entry)
+        if problem:
+            raise FeatureFormatError(f"{path}: key {key!r}: {problem}")
         phase, turn, t = m.group(1), int(m.group(2)), int(m.group(3))
         if turn >= TURNS:
             out.ignored += 1
@@ -152,26 +183,28 @@ def entry_poses(poses: Mapping, phase: str, turn: int, length: int) -> np.ndarra
 
 
 def read_feature(path: str) -> np.ndarray:
-    """One feature file as float16 [7, 7, 2048]; FeatureFormatError naming it when unreadable,
-    of another shape, or not finite (never unpickled)."""
+    """One feature file as float16 [7, 7, 2048] (`FEATURE_DTYPE`, the packed cache's);
+    FeatureFormatError naming it when unreadable, truncated or longer than its header announces,
+    of another shape or dtype, or not finite as stored or as float16 (`nonfinite_problem`; never
+    unpickled)."""
     if not paths.resolve(path).is_file():
         raise FileNotFoundError(f"{path}: file not found (its pose file lists it). {HINT}")
-    try:
+    check_feature_header(path)
+    with damaged(path, FeatureFormatError):
         x = paths.load_numpy(path)
-    except (OSError, ValueError, EOFError) as e:
-        raise FeatureFormatError(f"{path}: unreadable as .npy ({type(e).__name__}: {e})"
-                                 ) from None
-    if x.shape != FEATURE_SHAPE or not np.issubdtype(x.dtype, np.floating):
-        raise FeatureFormatError(f"{path}: expected float {list(FEATURE_SHAPE)}, got {x.dtype} "
-                                 f"{list(x.shape)}")
-    if not np.all(np.isfinite(x)):
-        raise FeatureFormatError(f"{path}: holds {int(np.sum(~np.isfinite(x)))} non-finite "
-                                 "values")
-    half = x.astype(np.float16)
-    if not np.all(np.isfinite(half)):   # beyond float16's 65504: inf in the packed cache
-        raise FeatureFormatError(f"{path}: {int(np.sum(~np.isfinite(half)))} values beyond "
-                                 "float16's range (|x| > 65504), the packed cache's type")
-    return half
+    problem = nonfinite_problem(x, FEATURE_DTYPE)
+    if problem:
+        raise FeatureFormatError(f"{path}: {problem}")
+    return x.astype(FEATURE_DTYPE)
+
+
+def check_feature_header(path: str) -> None:
+    """Checks a feature file's header (`check_npy_size`: exactly the bytes it announces, no
+    object array) and that it announces a float `FEATURE_SHAPE` array."""
+    shape, dtype = check_npy_size(path, FeatureFormatError)
+    if shape != FEATURE_SHAPE or dtype.kind != "f":
+        raise FeatureFormatError(f"{path}: expected float {list(FEATURE_SHAPE)}, got {dtype} "
+                                 f"{list(shape)}")
 
 
 def recorded_steps(poses: Mapping, phase: str, turn: int, length: int, where: str) -> np.ndarray:

@@ -42,9 +42,13 @@ Optional `world` (written only by `ttw_jax.arramon.synthetic`; validated when pr
                                                      assembly grid (distinct cells/levels; a level
                                                      2 object stands on a level 1 one)
 
+Coordinates (x, y, z of points, rectangles) follow the shared rule (`core.records.QUANTITIES`,
+"coordinate") and lie within `MAX_COORD`.
+
 Every instance is identified by its position in its file (and its `mapId`), never by `code`,
 which not every official split carries. `read_arramon` returns the instances unchanged (plain
-Python types) after validating each with `validate_instance`; an error raises
+Python types) after validating each with `validate_instance` and checking that none repeats an
+earlier one exactly (`validated`: a copy would count twice in the metrics); an error raises
 `ArramonFormatError` naming the file, the instance index (and its code when it has one) and the
 field, e.g.
 `val_seen.json: instance 3 (code 'THNOR'): field 'gt_actions.navi_action_gt[1][5]' is not one of
@@ -57,10 +61,11 @@ position is `ASSEMBLY_ORIGIN`; a cell is `CELL` = 1.5 units (`assembly_world`).
 """
 from __future__ import annotations
 
+import json
 from typing import Any, Mapping
 
-from ttw_jax.core.records import (Fields, RecordFormatError, is_int, is_number, is_string, list_of,
-                                  read_json_list, shown)
+from ttw_jax.core.records import (Fields, RecordFormatError, is_int, is_string, list_of,
+                                  quantity_problem, read_json_list, shown)
 
 SOURCE_HINT = ("ArraMon instances are in the official release, github.com/hyounghk/ArraMon, "
                "`data/` (the test split is sent on request by e-mail to the authors, "
@@ -141,19 +146,22 @@ CELL_WHAT = (f"[gx, level, gz] integers with 0 <= gx < {GRID_COLUMNS}, level in 
              f"0 <= gz < {GRID_ROWS}")
 RECT_WHAT = "[x0, z0, x1, z1] finite with x0 < x1, z0 < z1"
 WALKABLE = "walkable (inside world.bounds, outside world.buildings)"
-_point = list_of(is_number, 3, 3)     # [x, y, z], finite
 # A documented limit: the released cities span about 160 x 270 units (val_seen); a coordinate
 # beyond it is a corrupt file, not a bigger city (the walkable raster would grow with it).
 MAX_COORD = 1000.0
 POINT_WHAT = f"a list of 3 finite numbers within +-{MAX_COORD:g} (x, y, z in world units)"
 
 
-def _bounded_point(v: Any) -> bool:
-    return _point(v) and all(abs(c) <= MAX_COORD for c in v)
+def is_coordinate(v: Any) -> bool:
+    """A coordinate under the shared rule (`QUANTITIES`), within `MAX_COORD`."""
+    return quantity_problem(v, "coordinate") is None and abs(v) <= MAX_COORD
+
+
+_bounded_point = list_of(is_coordinate, 3, 3)     # [x, y, z]
 
 
 def _rectangle(v: Any) -> bool:
-    return list_of(is_number, 4, 4)(v) and v[0] < v[2] and v[1] < v[3]
+    return list_of(is_coordinate, 4, 4)(v) and v[0] < v[2] and v[1] < v[3]
 
 
 def _cell(v: Any) -> bool:
@@ -219,7 +227,7 @@ def _check_world(f: Fields) -> None:
                                 "a list of rectangles")):
         if not _rectangle(b):
             raise f.bad(f"world.buildings[{k}]", RECT_WHAT, b)
-    objects = _check_objects(f, "objects", ("name", "pos"), _point, "a list of 3 finite numbers")
+    objects = _check_objects(f, "objects", ("name", "pos"), _bounded_point, POINT_WHAT)
     if len(objects) < NUM_TURNS:
         raise f.bad("world.objects", f"a list of at least {NUM_TURNS} objects", objects)
     targets, positions = f.rec["gt_objects"], f.rec["gt_objects_pos"]["navi_obj_pos_gt"]
@@ -272,8 +280,8 @@ def validate_instance(inst: Any, where: str) -> Mapping:
     for t, name in enumerate(names):
         _name(f, name, f"gt_objects[{t}]")
     for t, pos in enumerate(_turns(f, "gt_objects_pos.navi_obj_pos_gt")):
-        if not _point(pos):
-            raise f.bad(f"gt_objects_pos.navi_obj_pos_gt[{t}]", "a list of 3 finite numbers", pos)
+        if not _bounded_point(pos):
+            raise f.bad(f"gt_objects_pos.navi_obj_pos_gt[{t}]", POINT_WHAT, pos)
     for t, cell in enumerate(_turns(f, "gt_objects_pos.assem_obj_pos_gt")):
         if not _cell(cell):
             raise f.bad(f"gt_objects_pos.assem_obj_pos_gt[{t}]", CELL_WHAT, cell)
@@ -294,11 +302,41 @@ def instance_where(path: str, index: int, inst: Any) -> str:
     return f"{path}: instance {index}" + (f" (code {code!r})" if isinstance(code, str) else "")
 
 
+def validated(path: str, data: list) -> tuple[list[dict], list[tuple[int, ArramonFormatError]]]:
+    """(the valid instances of `data`, the list read from `path`, in order; (index, error) of
+    each other one): an instance that does not validate (`validate_instance`) or repeats an
+    earlier one exactly (it would count twice in the metrics)."""
+    valid, errors, seen = [], [], {}
+    for i, inst in enumerate(data):
+        where = instance_where(path, i, inst)
+        try:
+            validate_instance(inst, where)
+        except ArramonFormatError as e:
+            errors.append((i, e))
+            continue
+        key = json.dumps(inst, sort_keys=True)
+        if key in seen:
+            errors.append((i, ArramonFormatError(
+                f"{where}: a copy of instance {seen[key]} (mapId {inst['mapId']}): it would "
+                "count twice in the metrics")))
+            continue
+        seen[key] = i
+        valid.append(inst)
+    return valid, errors
+
+
+def read_instance_list(path: str) -> list:
+    """The top-level list of an ArraMon JSON file, not validated (FileNotFoundError naming a
+    missing file, ArramonFormatError naming a malformed one)."""
+    return read_json_list(path, "instances", ArramonFormatError, SOURCE_HINT)
+
+
 def read_arramon(path: str) -> list[dict]:
     """The instances of an ArraMon JSON file (a JSON list), unchanged, after validating every one
-    (`validate_instance`). FileNotFoundError naming a missing file; ArramonFormatError naming the
-    file (and the instance and field) otherwise."""
-    data = read_json_list(path, "instances", ArramonFormatError, SOURCE_HINT)
-    for i, inst in enumerate(data):
-        validate_instance(inst, instance_where(path, i, inst))
+    (`validated`: no invalid or repeated instance). FileNotFoundError naming a missing file;
+    ArramonFormatError naming the file (and the instance and field) otherwise."""
+    data = read_instance_list(path)
+    _, errors = validated(path, data)
+    if errors:
+        raise errors[0][1]
     return data

@@ -4,15 +4,21 @@
 
 * every instance file of the builder's `english` and `hindi` configs present in `manual_dir`
   (`MANUAL_FILES`: `train.json`, `val_seen.json`, ..., `train_hindi.json`, ...), each instance
-  validated (`records.read_arramon`), and the vocabulary `na_vocab.txt` when present (one token
-  a line, none repeated);
-* with `features_dir`, the pose file `pos_sim_passed_sec/pos_<mapId>.json` of every mapId the
-  instances name (`features.read_poses`, and a first step recorded for every phase), and every
-  feature file `vfeat_sim_passed_sec/vfeat_<mapId>_<tag>.npy` those poses list within the
-  demonstrations (the files `features.pack` reads): the header, the bytes it announces, the shape
-  [7, 7, 2048] and a float dtype, and (unless `bodies=False`) the whole body, finite also as the
-  float16 it is packed into (`features.read_feature`); one summary line for the missing pose
-  files and one for the missing feature files (count and first few);
+  validated (`records.validated`: every field, coordinates under the shared rule, no instance
+  repeated; one line per file names the first bad instance and counts the others; the file's
+  valid instances are still used below), and the vocabulary `na_vocab.txt` when present, as training
+  reads it (`episodes.read_vocab_file`: `<PAD>`, `<UNK>` first, one token a line, no blank line,
+  none repeated), its last line ending with a newline (`check_vocab`: else it was cut short);
+* with `features_dir`, every pose file `pos_sim_passed_sec/pos_<mapId>.json` and every feature
+  file `vfeat_sim_passed_sec/vfeat_<mapId>_<tag>.npy`, listed from their folders, so that a bad
+  instance file hides none of them: each pose file read (`features.read_poses`: keys, and each
+  entry's fields, positions and angles under the shared rule), each feature file's header,
+  exactly the bytes it announces, the shape [7, 7, 2048] and a float dtype, and (unless
+  `bodies=False`) the whole body as training reads it (`features.read_feature`: finite as stored
+  and as the float16 it is packed into); then, for the valid instances, a pose file per
+  mapId with a first step recorded for every phase, and the feature files those poses list
+  within the demonstrations (the files `features.pack` reads): one summary line for the missing
+  pose files and one for the missing feature files (count and the first few paths);
 * with `features_dir`, the tag alignment of each instance file (`tag_alignment`): the recorded
   `agent_pos` (x, z) of every entry within the demonstrations against the pose before the
   demonstration's action t (`features.demonstration_poses`, replayed on the split's walkable map
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -39,27 +46,54 @@ from ttw_jax.arramon import episodes as ae, features as af
 from ttw_jax.arramon import records as ar
 from ttw_jax.arramon.episodes import actions_of
 from ttw_jax.core import paths
-from ttw_jax.core.records import RecordFormatError, check_npy_size, problem_line, read_lines
+from ttw_jax.core.records import RecordFormatError, problem_line
 from ttw_jax.core.vocab import Vocabulary
 
 VOCAB_FILE = "na_vocab.txt"
 ERRORS = (RecordFormatError, ValueError, OSError)
-SHOWN = 3        # missing files (or worst entries) named in a summary line
+SHOWN = 3        # missing files (or worst entries, or more bad instances) named in a line
 SHIFTS = (1, -1)
+POSE_FILE = re.compile(r"pos_(.+)\.json")
+FEATURE_FILE = re.compile(r"vfeat_.+\.npy")
 
 
-def check_vocab(path: str) -> int:
-    """The number of tokens of a vocabulary file (`na_vocab.txt`: one token a line); an
-    ArramonFormatError naming the file (and the line) for an empty file or a repeated token."""
-    seen: dict[str, int] = {}
-    for line_no, token in read_lines(path, ar.ArramonFormatError):
-        if token in seen:
-            raise ar.ArramonFormatError(f"{path}:{line_no}: token {token!r} repeats line "
-                                        f"{seen[token]}")
-        seen[token] = line_no
-    if not seen:
-        raise ar.ArramonFormatError(f"{path}: no tokens")
-    return len(seen)
+def read_instances(path: str) -> tuple[list[dict], str | None]:
+    """(the valid instances of one instance file, its problem line or None): the first invalid
+    or repeated instance (`records.validated`), and how many more there are; an unreadable file
+    or one with no instance has none valid."""
+    try:
+        data = ar.read_instance_list(path)
+    except ERRORS as e:
+        return [], problem_line(path, e)
+    if not data:
+        return [], f"{path}: no instances"
+    valid, errors = ar.validated(path, data)
+    if not errors:
+        return valid, None
+    line = problem_line(path, errors[0][1])
+    more = [i for i, _ in errors[1:]]
+    if more:
+        line += (f"; {len(more)} more bad instances: {more[:SHOWN]}"
+                 + (" ..." if len(more) > SHOWN else ""))
+    return valid, line
+
+
+def check_vocab(path: str) -> None:
+    """Checks a vocabulary file as training reads it (`episodes.read_vocab_file`), and that its
+    last token ends with a newline as every line of the official file does (else it was cut
+    short: its ids still read, the words past the cut would encode as `<UNK>`)."""
+    ae.read_vocab_file(path)
+    lines = paths.resolve(path).read_bytes().split(b"\n")
+    if lines[-1]:
+        raise ar.ArramonFormatError(f"{path}: line {len(lines)} does not end with a newline "
+                                    "(every line of the official file does): truncated?")
+
+
+def listed(folder: str, pattern: re.Pattern) -> list[str]:
+    """The files of `folder` whose names match `pattern`, sorted (none when it is absent)."""
+    if not paths.isdir(folder):
+        return []
+    return [paths.join(folder, n) for n in sorted(paths.listdir(folder)) if pattern.fullmatch(n)]
 
 
 def needed_features(features_dir: str, rec: Mapping, poses: Mapping) -> list[str]:
@@ -78,59 +112,56 @@ def needed_features(features_dir: str, rec: Mapping, poses: Mapping) -> list[str
 
 
 def check_feature_file(path: str, bodies: bool = True) -> None:
-    """Checks one feature file: the header and the bytes it announces (`check_npy_size`: a
-    truncated file, an object array), the shape and a float dtype, and with `bodies` the whole
-    body (`features.read_feature`: finite, also after the cast to float16)."""
-    shape, dtype = check_npy_size(path, af.FeatureFormatError)
-    if shape != af.FEATURE_SHAPE or dtype.kind != "f":
-        raise af.FeatureFormatError(f"{path}: expected float {list(af.FEATURE_SHAPE)}, got "
-                                    f"{dtype} {list(shape)}")
-    if not bodies:
-        return
-    with np.errstate(over="ignore"):          # the cast to float16: read_feature reports it
+    """Checks one feature file: the header (`features.check_feature_header`: exactly the bytes
+    it announces, no object array, a float [7, 7, 2048]) and with `bodies` the whole body as
+    training reads it (`features.read_feature`: finite as stored and as the float16 it is packed
+    into)."""
+    if bodies:
         af.read_feature(path)
+    else:
+        af.check_feature_header(path)
 
 
 def check_features(features_dir: str, records: list[Mapping], bodies: bool = True
                    ) -> tuple[list[str], int, dict]:
-    """(problems, files checked, {mapId: its `features.Poses`, None where missing or bad}) of
-    the pose and feature files `records` need."""
+    """(problems, files checked, {mapId: its `features.Poses`, None where missing or bad}):
+    every pose and feature file of the folders, listed (also those no valid instance names,
+    so that a bad instance file hides none), then the files `records` need."""
     if not paths.isdir(features_dir):
         return [f"{features_dir}: not a folder. {af.HINT}"], 0, {}
-    problems, checked, needed = [], 0, {}
-    poses: dict = {}                       # mapId -> poses, or None when missing / bad
-    missing_poses = []
+    problems, checked, read = [], 0, {}      # read: pose-file mapId -> Poses, None when bad
+    for path in listed(paths.join(features_dir, af.POS_DIR), POSE_FILE):
+        map_id = POSE_FILE.fullmatch(os.path.basename(path)).group(1)
+        checked += 1
+        try:
+            read[map_id] = af.read_poses(features_dir, map_id)
+        except ERRORS as e:
+            read[map_id] = None
+            problems.append(problem_line(path, e))
+    poses: dict = {}                         # record mapId -> Poses, None when missing / bad
+    needed, missing_poses = {}, []
     for rec in records:
         map_id = rec["mapId"]
         if map_id not in poses:
-            poses[map_id] = None
-            path = af.pose_path(features_dir, map_id)
-            if not paths.isfile(path):
-                missing_poses.append(os.path.basename(path))
-                continue
-            checked += 1
-            try:
-                poses[map_id] = af.read_poses(features_dir, map_id)
-            except ERRORS as e:
-                problems.append(problem_line(path, e))
-                continue
+            poses[map_id] = read.get(str(map_id))
+            if str(map_id) not in read:
+                missing_poses.append(af.pose_path(features_dir, map_id))
         if poses[map_id] is None:
             continue
         try:
             needed.update(dict.fromkeys(needed_features(features_dir, rec, poses[map_id])))
         except ERRORS as e:
             problems.append(problem_line(af.pose_path(features_dir, map_id), e))
-            poses[map_id] = None           # one line per pose file
-    missing = []
-    for path in needed:
-        if not paths.isfile(path):
-            missing.append(os.path.basename(path))
-            continue
+            poses[map_id] = None             # one line per pose file
+    present = listed(paths.join(features_dir, af.VFEAT_DIR), FEATURE_FILE)
+    for path in present:
         checked += 1
         try:
             check_feature_file(path, bodies)
         except ERRORS as e:
             problems.append(problem_line(path, e))
+    have = set(present)
+    missing = [p for p in needed if p not in have]
     if missing_poses:
         problems.append(f"{os.path.join(features_dir, af.POS_DIR)}: no pose file for "
                         f"{len(missing_poses)} mapIds the records name, e.g. "
@@ -251,15 +282,12 @@ def validate_release(manual_dir: str, features_dir: str | None = None, bodies: b
              if paths.isfile(os.path.join(manual_dir, n))]
     for path in found:
         checked += 1
-        try:
-            instances = ar.read_arramon(path)
-            if not instances:
-                raise ar.ArramonFormatError(f"{path}: no instances")
-        except ERRORS as e:
-            problems.append(problem_line(path, e))
-            continue
-        records += instances
-        splits[os.path.splitext(os.path.basename(path))[0]] = instances
+        instances, problem = read_instances(path)
+        if problem:
+            problems.append(problem)
+        if instances:
+            records += instances
+            splits[os.path.splitext(os.path.basename(path))[0]] = instances
     if not found:
         problems.append(f"{manual_dir}: no instance file (expected any of {', '.join(names)}). "
                         f"{ar.SOURCE_HINT}")

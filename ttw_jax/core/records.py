@@ -10,7 +10,10 @@ malformed JSON.
 Values: an integer is a Python or numpy integer, not a bool (`is_int`); a number is an integer or
 a Python / numpy float, not a bool, and finite (`is_number`). `Fields` reads the fields of one
 record with these rules; its messages are `{where}: missing field 'name'`, `{where}: field
-'name' is not WHAT: VALUE` (`Fields.bad`) and `{where}: field 'name': PROBLEM` (`Fields.fail`).
+'name' is not WHAT: VALUE` (`Fields.bad`) and `{where}: field 'name': PROBLEM` (`Fields.fail`). Numeric fields of every system follow one rule,
+`QUANTITIES` (`quantity_problem`, `Fields.quantity`: headings, angles, distances, coordinates,
+times finite and in range), and every feature array one more (`nonfinite_problem`: finite in the
+dtype it is stored in and in the dtype it is used in).
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import gzip
 import io
 import json
 import math
+import tokenize
 import zipfile
 import zlib
 from typing import Any, Callable, Iterator, Mapping
@@ -41,13 +45,15 @@ ErrorType = type[RecordFormatError]
 @contextlib.contextmanager
 def damaged(path: Any, error: ErrorType = RecordFormatError) -> Iterator[None]:
     """Inside it, what numpy, zipfile and zlib raise for a damaged or truncated file (a bad zip
-    directory, a short member, a corrupt stream, a short `.npy`) becomes `error` naming `path`;
+    directory, a short member, a corrupt stream, a short `.npy`, an `.npy` header that does not
+    parse: numpy's tokenizer raises TokenError or SyntaxError) becomes `error` naming `path`;
     a missing file and this project's own format errors pass through unchanged."""
     try:
         yield
     except (RecordFormatError, FileNotFoundError):
         raise
-    except (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error) as e:
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error, SyntaxError,
+            tokenize.TokenError) as e:
         raise error(f"{path}: not readable: damaged, truncated or not in the expected format "
                     f"({type(e).__name__}: {str(e)[:200]})") from None
 
@@ -62,7 +68,8 @@ def problem_line(path: Any, error: BaseException) -> str:
 
 def check_npy_size(path: Any, error: ErrorType = RecordFormatError) -> tuple[tuple, np.dtype]:
     """(shape, dtype) from an `.npy` file's header, after checking that the file holds every
-    byte the header announces (a truncated file is `error` naming it and both sizes)."""
+    byte the header announces and no more (a truncated file, or bytes appended after the array,
+    is `error` naming it and both sizes)."""
     with damaged(path, error), paths.open_binary(path) as f:
         version = np.lib.format.read_magic(f)
         read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
@@ -75,6 +82,9 @@ def check_npy_size(path: Any, error: ErrorType = RecordFormatError) -> tuple[tup
         raise error(f"{path}: an object array (it would need pickle, which is never used)")
     if size < expected:
         raise error(f"{path}: truncated: {size} bytes, the header announces {expected}")
+    if size > expected:
+        raise error(f"{path}: {size - expected} bytes after the array (the header announces "
+                    f"{expected} bytes in all, the file has {size})")
     return tuple(shape), dtype
 
 
@@ -89,7 +99,7 @@ def _lines(path: str, error: ErrorType, hint: str) -> Iterator[str]:
             f = (gzip.open(raw, "rt", encoding="utf-8-sig") if str(path).endswith(".gz")
                  else io.TextIOWrapper(raw, encoding="utf-8-sig"))
             yield from f
-    except (OSError, EOFError, UnicodeDecodeError) as e:
+    except (OSError, EOFError, UnicodeDecodeError, zlib.error) as e:
         raise error(f"{path}: unreadable ({type(e).__name__}: {e})") from None
 
 
@@ -196,6 +206,59 @@ def shown(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+# One rule for the numeric fields of every system: a value of a kind is finite and inside its
+# kind's (lowest, highest). The bounds are wide (a value outside changes results and is never a
+# real measurement): the releases' own values sit well inside (Touchdown headings -65..470 deg,
+# R2R headings 0..2pi rad, Matterport heights 0..9 m, R2R distances 5..26 m).
+QUANTITIES: dict[str, tuple[float, float, str]] = {
+    "degrees": (-720.0, 720.0, "an angle in degrees within +-720"),
+    "radians": (-4 * math.pi, 4 * math.pi, "an angle in radians within +-4 pi"),
+    "distance": (0.0, 1e6, "a distance >= 0 (metres, at most 1e6)"),
+    "coordinate": (-1e7, 1e7, "a coordinate within +-1e7"),
+    "time": (0.0, 1e7, "a time >= 0 (seconds, at most 1e7)"),
+    "count": (0.0, 2.0**31 - 1, "a count >= 0"),
+}
+
+
+def quantity_problem(value: Any, kind: str) -> str | None:
+    """Why `value` is not a finite number of `kind` (a key of `QUANTITIES`), or None."""
+    low, high, what = QUANTITIES[kind]
+    if not is_number(value) or not low <= float(value) <= high:
+        return f"is not {what}: {shown(value)}"
+    return None
+
+
+def first_nonfinite(array: np.ndarray, used_dtype: Any = np.float32
+                    ) -> tuple[tuple[int, ...], np.dtype] | None:
+    """(the index of the first element of a numeric array that is not finite as stored or as
+    `used_dtype`, the dtype it is first not finite in), or None when every element is."""
+    a = np.asarray(array)
+    if a.dtype.kind not in "fc":
+        return None
+    for dtype in (a.dtype, np.dtype(used_dtype)):
+        with np.errstate(over="ignore", invalid="ignore"):
+            finite = np.isfinite(a.astype(dtype, copy=False))
+        if not finite.all():
+            index = np.unravel_index(int(np.argmin(finite.ravel())), a.shape)
+            return tuple(int(i) for i in index), dtype
+    return None
+
+
+def nonfinite_problem(array: np.ndarray, used_dtype: Any = np.float32) -> str | None:
+    """Why a numeric array is not finite in the dtype it is stored in and in `used_dtype`, the
+    one it is cast to for training (float64 1e300 is finite, but infinite as float16), or None;
+    the message names the first bad index (`first_nonfinite`)."""
+    bad = first_nonfinite(array, used_dtype)
+    if bad is None:
+        return None
+    a, (index, dtype) = np.asarray(array), bad
+    value = a[index].item()
+    if dtype == a.dtype:
+        return f"non-finite value {value!r} at index {index} (stored as {a.dtype})"
+    return (f"value {value!r} at index {index} is not finite as {dtype}, the dtype it is used "
+            f"in (stored as {a.dtype})")
+
+
 class Fields:
     """Checked access to the fields of one record `rec`; errors are `error`s naming `where` (file
     and line or entry) and the field."""
@@ -238,6 +301,14 @@ class Fields:
 
     def number(self, name: str, what: str = "a finite number") -> float:
         return float(self.get(name, is_number, what))
+
+    def quantity(self, name: str, kind: str) -> float:
+        """A number of `kind` under the shared rule (`QUANTITIES`)."""
+        value = self.get(name)
+        problem = quantity_problem(value, kind)
+        if problem:
+            raise self.fail(name, problem)
+        return float(value)
 
     def optional_number(self, name: str) -> float:
         """A finite number; NaN when the field is absent, null or NaN."""

@@ -13,7 +13,8 @@ data source, ...); grain runs it in `num_threads` threads and keeps `prefetch` (
 checkpoint, so a resumed run reads the batches an uninterrupted one would.
 
 `LazyRows` is an array-like [E, ...] whose rows are read on indexing (`rows[idx]`), for the
-evaluations, which take batches of consecutive rows.
+evaluations, which take batches of consecutive rows. A reader raises `NonFiniteInput` for a row
+that is not finite: a training run then stops naming the step, the file and the element.
 """
 from __future__ import annotations
 
@@ -101,6 +102,20 @@ class BatchStream:
 
     def set_state(self, state: dict) -> None:
         self._iter.set_state(state)
+
+
+class NonFiniteInput(ValueError):
+    """A training input read while a run trains (a streamed row) holds a value that is not
+    finite: `file` is its source, `index` the first bad element's index in the array read from it
+    (a feature map's (row, column, channel)), `problem` the rest of the message. `fit` stops the
+    run on it as on a non-finite loss, in `nonfinite_step_<n>.json`."""
+
+    def __init__(self, file: str, index: Sequence[int], problem: str):
+        super().__init__(f"{file}: {problem}")
+        self.file, self.index, self.problem = str(file), tuple(int(i) for i in index), problem
+
+    def __reduce__(self):
+        return type(self), (self.file, self.index, self.problem)
 
 
 class LazyRows:

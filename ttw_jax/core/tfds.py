@@ -9,11 +9,18 @@ time (a copy, a re-download) are accepted. A file's hash is computed once and re
 stat (size, modification and change times) is the one recorded beside it: an edit always moves
 the change time, even one that restores size and modification time. Folders a killed build left
 behind (`incomplete.*`) are removed before building.
+
+ArrayRecord files are written through local file descriptors only (they are read from `gs://`
+too), so a `tfds_dir` on a bucket is built in a local temporary folder, then uploaded file by file,
+`dataset_info.json` last: until it is there the dataset is not prepared, and a killed upload is
+built and uploaded again.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import tempfile
 
 import tensorflow_datasets as tfds
 from absl import logging
@@ -107,8 +114,8 @@ def prepare(builder_cls, config, tfds_dir: str | None = None,
 
 
 def _prepare(builder_cls, config, tfds_dir, manual_dir) -> None:
-    builder = builder_cls(config=builder_config(builder_cls, config), data_dir=tfds_dir,
-                          file_format="array_record")
+    config = builder_config(builder_cls, config)
+    builder = builder_cls(config=config, data_dir=tfds_dir, file_format="array_record")
     version_dir = paths.resolve(builder.data_dir)
     recorded = version_dir / SOURCES_FILE
     if builder.is_prepared():
@@ -125,15 +132,32 @@ def _prepare(builder_cls, config, tfds_dir, manual_dir) -> None:
                 paths.write_text(recorded, json.dumps(sources))
         return
     sources = source_fingerprint(manual_dir) if manual_dir else None
-    parent = version_dir.parent
-    if parent.is_dir():
-        for leftover in parent.glob("incomplete.*"):
-            logging.warning("removing %s, left by a killed build", leftover)
-            leftover.rmtree(missing_ok=True)
-    builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
-        manual_dir=manual_dir))
+    download_config = tfds.download.DownloadConfig(manual_dir=manual_dir)
+    if paths.is_uri(version_dir):
+        _build_and_upload(builder_cls, config, download_config, version_dir)
+    else:
+        parent = version_dir.parent
+        if parent.is_dir():
+            for leftover in parent.glob("incomplete.*"):
+                logging.warning("removing %s, left by a killed build", leftover)
+                leftover.rmtree(missing_ok=True)
+        builder.download_and_prepare(download_config=download_config)
     if sources is not None:
         paths.write_text(version_dir / SOURCES_FILE, json.dumps(sources))
+
+
+def _build_and_upload(builder_cls, config, download_config, version_dir) -> None:
+    """Builds `config` in a local temporary folder and uploads its files to `version_dir` on a
+    bucket, `dataset_info.json` last (module docstring)."""
+    with tempfile.TemporaryDirectory(prefix="ttw_tfds_") as local:
+        builder = builder_cls(config=config, data_dir=local, file_format="array_record")
+        builder.download_and_prepare(download_config=download_config)
+        built = os.fspath(builder.data_dir)
+        names = sorted(os.path.relpath(os.path.join(d, f), built)
+                       for d, _, files in os.walk(built) for f in files)
+        for name in sorted(names, key=lambda n: n == "dataset_info.json"):
+            with open(os.path.join(built, name), "rb") as f:
+                paths.write_bytes(version_dir / name, f.read())
 
 
 def prepared_sources(name: str, config, data_dir: str | None = None,

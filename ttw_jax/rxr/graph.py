@@ -19,8 +19,8 @@ from scipy.sparse import csgraph
 
 from ttw_jax.core import paths
 from ttw_jax.core.pano_graph import NodeTable, PanoGraph, adjacency, build_graph
-from ttw_jax.core.records import (RecordFormatError, is_nonempty_string, is_number, list_of,
-                                  read_json_list, shown)
+from ttw_jax.core.records import (QUANTITIES, RecordFormatError, is_nonempty_string, list_of,
+                                  quantity_problem, read_json_list, shown)
 
 SOURCE_HINT = ("Matterport3D connectivity graphs are in the Matterport3DSimulator repository "
                "(github.com/peteanderson80/Matterport3DSimulator, `connectivity/`); see BUILD.md.")
@@ -36,23 +36,40 @@ def node_id(scan: str, viewpoint: str) -> str:
 
 def read_connectivity(path: str) -> list[dict]:
     """The list of viewpoint annotations of one scan, validated (errors name file, entry, field):
-    `image_id` a unique non-empty string, `pose` 16 finite numbers, `included` a bool,
-    `unobstructed` one bool per viewpoint of the file."""
+    at least one viewpoint, each an object with `image_id` a unique non-empty string, `pose` 16
+    numbers (a row-major 4x4 matrix; coordinates under the shared rule, `QUANTITIES`),
+    `included` a bool, `unobstructed` (and `visible`, where present) one bool per viewpoint of
+    the file, `height` (where present) a height in metres (a distance under the shared rule)."""
     data = read_json_list(path, "viewpoints", ConnectivityFormatError,
                           f"(a Matterport connectivity file) {SOURCE_HINT}")
+    if not data:
+        raise ConnectivityFormatError(f"{path}: no viewpoint (an empty list)")
+    bools = (list_of(lambda v: isinstance(v, bool), len(data), len(data)),
+             f"{len(data)} booleans (one per viewpoint of the file)")
     checks = {"image_id": (is_nonempty_string, "a non-empty string"),
-              "pose": (list_of(is_number, 16, 16), "16 finite numbers (a row-major 4x4 matrix)"),
+              "pose": (list_of(lambda v: not quantity_problem(v, "coordinate"), 16, 16),
+                       "16 finite numbers (a row-major 4x4 matrix, each within +-1e7)"),
               "included": (lambda v: isinstance(v, bool), "true or false"),
-              "unobstructed": (list_of(lambda v: isinstance(v, bool), len(data), len(data)),
-                               f"{len(data)} booleans (one per viewpoint of the file)")}
+              "unobstructed": bools, "visible": bools,
+              "height": (lambda v: not quantity_problem(v, "distance"),
+                         QUANTITIES["distance"][2])}
+    optional = ("visible", "height")
     seen = {}
     for i, entry in enumerate(data):
+        if not isinstance(entry, dict):
+            raise ConnectivityFormatError(f"{path}: viewpoint {i}: expected a JSON object, got "
+                                          f"{type(entry).__name__}")
         for field, (check, expected) in checks.items():
             if field not in entry:
+                if field in optional:
+                    continue
                 raise ConnectivityFormatError(f"{path}: viewpoint {i}: missing field '{field}'")
             if not check(entry[field]):
                 raise ConnectivityFormatError(f"{path}: viewpoint {i}: field '{field}': expected "
                                               f"{expected}, got {shown(entry[field])}")
+        if entry["unobstructed"][i]:
+            raise ConnectivityFormatError(f"{path}: viewpoint {i}: field 'unobstructed': the "
+                                          "viewpoint is linked to itself (a self-link)")
         if entry["image_id"] in seen:
             raise ConnectivityFormatError(f"{path}: viewpoint {i}: field 'image_id': "
                                           f"{entry['image_id']!r} is also viewpoint "

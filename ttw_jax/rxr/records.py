@@ -45,11 +45,13 @@ Follower lines of the release carry only `demonstration_id`, `instruction_id`, `
 timed_instruction, edit_distance) comes from the guide annotation with the same instruction_id
 (`guides` of `read_rxr`); the path is the follower's own.
 
-Word times. A `timed_instruction` word whose `start_time` / `end_time` is missing, null or NaN
-inherits its neighbours' times: a missing start takes the closest known time before it (normally
-the previous word's end), a missing end the closest known time after it (normally the next word's
-start), so a run of untimed words spans the gap between its timed neighbours; at the ends of the
-utterance the other direction is used. An end before its start is raised to the start.
+Word times (seconds, `QUANTITIES["time"]`; NaN, infinite or negative ones are refused). A
+`timed_instruction` word whose `start_time` / `end_time` is missing or null (as in parts of the
+release) inherits its neighbours' times: a missing start takes the closest known time before it
+(normally the previous word's end), a missing end the closest known time after it (normally the
+next word's start), so a run of untimed words spans the gap between its timed neighbours; at
+the ends of the utterance the other direction is used. An end before its start is raised to the
+start.
 
 Pose-trace masks. Keys used: `pano` (viewpoint per snapshot, [T] or [T, 1]), `time` ([T] or
 [T, 1] seconds), `extrinsic_matrix` ([T, 16] row-major as released, or [T, 4, 4]) and, in follower
@@ -58,10 +60,12 @@ align words, since word times are times of the guide's recording); optional, as 
 release: `intrinsic_matrix` ([T, 16] or [T, 4, 4], the OpenGL projection matrix),
 `feature_weights` ([k, 36], the release's observed-pixel mask pooled into the 36 views, one row
 per path viewpoint) and `text_masks` (or `text_mask`, [k, m]: the subwords spoken / heard at each
-path viewpoint). Snapshots are assigned to path steps in order: a snapshot at the current step's
-viewpoint stays there, otherwise it moves to the next later step at that viewpoint, so a path
-that revisits a viewpoint is handled. Snapshot i covers the time [t_i, t_{i+1}) (the first from
--inf, the last to +inf), so step t spans from its first snapshot until the next step's.
+path viewpoint); `image_mask` ([k, H, 2H], the observed pixels) is only checked. Every key is read
+whole and checked for its dtype, shape and finite values (`load_pose_trace`). Snapshots are
+assigned to path steps in order: a snapshot at the current step's viewpoint stays there,
+otherwise it moves to the next later step at that viewpoint, so a path that revisits a viewpoint
+is handled. Snapshot i covers the time [t_i, t_{i+1}) (the first from -inf, the last to +inf),
+so step t spans from its first snapshot until the next step's.
 - `step_words[t, w]`: word w's [start, end] overlaps the time of step t (a zero-length word counts
   at its instant). The paper's textual mask b_t is the words spoken "at or prior to step t": the
   episode arrays take the running OR over steps (`ttw_jax.rxr.episodes`).
@@ -86,6 +90,7 @@ import os
 import re
 from typing import Any, Mapping, Sequence
 
+import ml_dtypes
 import numpy as np
 
 from ttw_jax.core import paths, records as core
@@ -271,62 +276,102 @@ def _trace_matrices(data, key: str, path: str, t: int) -> np.ndarray:
     return m
 
 
+# the dtype each feature-like array of a pose trace or text-feature file is used in
+TRACE_USED_DTYPES = {"feature_weights": np.float32, "text_masks": np.float32,
+                     "text_mask": np.float32, "image_mask": np.float32}
+TEXT_FEATURES_DTYPE = ml_dtypes.bfloat16   # `episodes` casts text features to it
+
+
+def _finite(arr: np.ndarray, key: str, path: str, used_dtype) -> None:
+    """PoseTraceError naming the key when `arr` is not finite stored or as `used_dtype`."""
+    problem = core.nonfinite_problem(arr, used_dtype)
+    if problem:
+        raise PoseTraceError(f"{path}: key '{key}': {problem}")
+
+
+def _mask_rows(data, key: str, path: str, shape: str, tail: tuple = ()) -> np.ndarray:
+    """A per-path-viewpoint array of a pose trace (bool, or numbers finite as float32) of the
+    `shape` "[k, ...]" (its number of dimensions) whose trailing dimensions are `tail` (where
+    given)."""
+    arr = _trace_array(data, key, path, "biuf")
+    if arr.ndim != shape.count(",") + 1 or (tail and arr.shape[1:] != tail):
+        raise PoseTraceError(f"{path}: key '{key}' has shape {arr.shape}, expected {shape} "
+                             "(k path viewpoints)")
+    _finite(arr, key, path, TRACE_USED_DTYPES[key])
+    return arr
+
+
 def load_pose_trace(path: str) -> dict:
     """{pano: list[str] [T], time: [T] float64, audio_time: [T] float64 or None,
     extrinsic: [T, 4, 4] float64, intrinsic: [T, 4, 4] float64 or None, feature_weights:
-    [k, 36] float32 or None, text_masks: [k, m] bool or None} of an RxR `*_pose_trace.npz`
-    (k path viewpoints, m text-feature subwords; the last three keys are optional, as in older
-    traces), validated (PoseTraceError naming the file and the key)."""
+    [k, 36] float32 or None, text_masks: [k, m] bool or None, image_mask: [k, H, W] bool or
+    None} of an RxR `*_pose_trace.npz` (k path viewpoints, m text-feature subwords; the last four
+    keys are optional, as in older traces), validated (PoseTraceError naming the file and the
+    key): every member is read whole (a damaged one fails its checksum), each known key has its
+    dtype, shape and finite values, and the per-viewpoint keys agree on k."""
     with core.damaged(path, PoseTraceError):
         data = paths.load_numpy(path)
     if not hasattr(data, "files"):
         raise PoseTraceError(f"{path}: not an .npz archive (a single array)")
-    with data:
-        pano = _trace_array(data, "pano", path, "USO")
-        if pano.ndim == 2 and pano.shape[1] == 1:
-            pano = pano[:, 0]
-        if pano.ndim != 1 or not len(pano):
-            raise PoseTraceError(f"{path}: key 'pano' has shape {pano.shape}, expected [T] or "
-                                 f"[T, 1] with T >= 1")
-        panos = [p.decode() if isinstance(p, bytes) else str(p) for p in pano.tolist()]
-        t = len(panos)
-        out = {"pano": panos, "audio_time": None}
-        for key in ("time", "audio_time"):
-            if key == "audio_time" and key not in data.files:
-                continue
-            arr = _trace_array(data, key, path, "fiu")
-            if arr.shape not in ((t,), (t, 1)):
-                raise PoseTraceError(f"{path}: key '{key}' has shape {arr.shape}, expected "
-                                     f"[{t}] or [{t}, 1] (T from 'pano')")
-            arr = arr.reshape(t).astype(np.float64)
-            if not np.isfinite(arr).all():
-                raise PoseTraceError(f"{path}: key '{key}' has non-finite values")
-            out[key] = arr
-        ext = _trace_matrices(data, "extrinsic_matrix", path, t)
-        if (np.linalg.norm(ext[:, :3, 1], axis=-1) < 1e-6).any() or (
-                np.linalg.norm(ext[:, :3, 2], axis=-1) < 1e-6).any():
-            raise PoseTraceError(f"{path}: key 'extrinsic_matrix' has a degenerate rotation")
-        out["extrinsic"] = ext
-        out["intrinsic"] = (_trace_matrices(data, "intrinsic_matrix", path, t)
-                            if "intrinsic_matrix" in data.files else None)
-        out["feature_weights"] = None
-        if "feature_weights" in data.files:
-            fw = _trace_array(data, "feature_weights", path, "fiub")
-            if fw.ndim != 2 or fw.shape[1] != NUM_VIEWS:
-                raise PoseTraceError(f"{path}: key 'feature_weights' has shape {fw.shape}, "
-                                     f"expected [k, {NUM_VIEWS}] (k path viewpoints)")
-            out["feature_weights"] = fw.astype(np.float32)
-        out["text_masks"] = None
-        for key in ("text_masks", "text_mask"):   # the release README uses both names
-            if key in data.files:
-                tm = _trace_array(data, key, path, "biuf")
-                if tm.ndim == 3 and tm.shape[-1] == 1:
-                    tm = tm[..., 0]
-                if tm.ndim != 2:
-                    raise PoseTraceError(f"{path}: key '{key}' has shape {tm.shape}, expected "
-                                         "[k, m] (k path viewpoints, m subwords)")
-                out["text_masks"] = tm != 0
-                break
+    with data:      # every member read to its end, once: its checksum is verified
+        data = {key: _member(data, key, path) for key in data.files}
+    for key, arr in data.items():
+        if arr is None:
+            raise PoseTraceError(f"{path}: key '{key}' is not a plain array (an object array "
+                                 "would need pickle, which is refused)")
+    pano = _trace_array(data, "pano", path, "US")
+    if pano.ndim == 2 and pano.shape[1] == 1:
+        pano = pano[:, 0]
+    if pano.ndim != 1 or not len(pano):
+        raise PoseTraceError(f"{path}: key 'pano' has shape {pano.shape}, expected [T] or "
+                             f"[T, 1] with T >= 1")
+    panos = [p.decode() if isinstance(p, bytes) else str(p) for p in pano.tolist()]
+    if not all(panos):
+        raise PoseTraceError(f"{path}: key 'pano': snapshot {panos.index('')} has an empty "
+                             "viewpoint id")
+    t = len(panos)
+    out = {"pano": panos, "audio_time": None}
+    for key in ("time", "audio_time"):
+        if key == "audio_time" and key not in data:
+            continue
+        arr = _trace_array(data, key, path, "fiu")
+        if arr.shape not in ((t,), (t, 1)):
+            raise PoseTraceError(f"{path}: key '{key}' has shape {arr.shape}, expected "
+                                 f"[{t}] or [{t}, 1] (T from 'pano')")
+        _finite(arr, key, path, np.float64)
+        out[key] = arr.reshape(t).astype(np.float64)
+    ext = _trace_matrices(data, "extrinsic_matrix", path, t)
+    if (np.linalg.norm(ext[:, :3, 1], axis=-1) < 1e-6).any() or (
+            np.linalg.norm(ext[:, :3, 2], axis=-1) < 1e-6).any():
+        raise PoseTraceError(f"{path}: key 'extrinsic_matrix' has a degenerate rotation")
+    out["extrinsic"] = ext
+    out["intrinsic"] = (_trace_matrices(data, "intrinsic_matrix", path, t)
+                        if "intrinsic_matrix" in data else None)
+    out["feature_weights"] = out["text_masks"] = out["image_mask"] = None
+    rows = {}
+    if "feature_weights" in data:
+        fw = _mask_rows(data, "feature_weights", path, f"[k, {NUM_VIEWS}]",
+                        (NUM_VIEWS,))
+        out["feature_weights"], rows["feature_weights"] = fw.astype(np.float32), len(fw)
+    for key in ("text_masks", "text_mask"):   # the release README uses both names
+        if key in data:
+            tm = _trace_array(data, key, path, "biuf")
+            tm = _mask_rows(data, key, path,
+                            "[k, m, 1]" if tm.ndim == 3 and tm.shape[-1] == 1 else "[k, m]")
+            out["text_masks"] = (tm[..., 0] if tm.ndim == 3 else tm) != 0
+            rows[key] = len(tm)
+            break
+    if "image_mask" in data:
+        im = _mask_rows(data, "image_mask", path, "[k, H, W]")
+        if im.shape[2] != 2 * im.shape[1]:
+            raise PoseTraceError(f"{path}: key 'image_mask' has shape {im.shape}, expected "
+                                 "[k, H, 2H] (equirectangular masks)")
+        out["image_mask"], rows["image_mask"] = im != 0, len(im)
+    first, k = next(iter(rows.items()), (None, 0))
+    for key, n in rows.items():
+        if n != k:
+            raise PoseTraceError(f"{path}: key '{key}' has {n} rows, key '{first}' {k} (each "
+                                 "has one per path viewpoint)")
     return out
 
 
@@ -368,16 +413,21 @@ def pose_trace_masks(path_file: str, path: Sequence[str], word_starts, word_ends
                                         world_up=world_up)
     pooled = trace_step_views(trace, path, path_file, world_up)
     subwords = trace["text_masks"]
-    if subwords is not None and len(subwords) != len(path):
-        raise PoseTraceError(f"{path_file}: key 'text_masks' has {len(subwords)} rows, expected "
-                             f"one per path viewpoint ({len(path)})")
+    for key in ("text_masks", "image_mask"):
+        if trace[key] is not None and len(trace[key]) != len(path):
+            raise PoseTraceError(f"{path_file}: key '{key}' has {len(trace[key])} rows, "
+                                 f"expected one per path viewpoint ({len(path)})")
     return step_words, step_views if pooled is None else pooled, subwords
 
 
 def load_text_features(path: str) -> np.ndarray:
-    """float32 [L, D] of a text-feature file: the release's `.npz` (`features` [m, 768], one
-    row per multilingual-BERT subword; `tokens` [m] or [m, 1] optional) or a `.npy` [L, D]
-    (PoseTraceError naming the file and key)."""
+    """float32 [L, D] of a text-feature file: the release's `.npz` (`features` [m, 768] floats,
+    one row per multilingual-BERT subword; `tokens` [m] or [m, 1] strings, optional) or a
+    `.npy` [L, D] of floats, every byte of it an array's (PoseTraceError naming the file and key:
+    integers, no row, values not finite stored or as `TEXT_FEATURES_DTYPE`, the dtype they are
+    used in)."""
+    if path.endswith(".npy"):
+        core.check_npy_size(path, PoseTraceError)
     with core.damaged(path, PoseTraceError):
         data = paths.load_numpy(path)
     if hasattr(data, "files"):
@@ -386,6 +436,10 @@ def load_text_features(path: str) -> np.ndarray:
             # tokens stored as Python objects are not needed: skipped
             tokens = _member(data, "tokens", path) if "tokens" in data.files else None
             if tokens is not None:
+                if tokens.dtype.kind not in "US" or tokens.ndim not in (1, 2) or (
+                        tokens.ndim == 2 and tokens.shape[1] != 1):
+                    raise PoseTraceError(f"{path}: key 'tokens' is {tokens.dtype} "
+                                         f"{tokens.shape}, expected strings [m] or [m, 1]")
                 if len(tokens) != len(arr):
                     raise PoseTraceError(f"{path}: key 'tokens' has {len(tokens)} rows, "
                                          f"'features' {len(arr)}")
@@ -395,10 +449,16 @@ def load_text_features(path: str) -> np.ndarray:
         raise PoseTraceError(f"{path}: text features must be a numeric [L, D] array, got "
                              f"{getattr(arr, 'dtype', type(arr).__name__)} "
                              f"{getattr(arr, 'shape', '')}")
-    arr = arr.astype(np.float32)
-    if not np.isfinite(arr).all():
-        raise PoseTraceError(f"{path}: text features have non-finite values")
-    return arr
+    if arr.dtype.kind != "f":
+        raise PoseTraceError(f"{path}: text features are {arr.dtype}, expected "
+                             "floating point (the release's float32)")
+    if not arr.size:
+        raise PoseTraceError(f"{path}: text features of shape {arr.shape}, "
+                             "expected at least one subword and one dimension")
+    problem = core.nonfinite_problem(arr, TEXT_FEATURES_DTYPE)
+    if problem:
+        raise PoseTraceError(f"{path}: text features have non-finite values ({problem})")
+    return arr.astype(np.float32)
 
 
 def load_text_tokens(path: str) -> list[str]:
@@ -511,9 +571,10 @@ def _timed_words(rec, where: str) -> tuple[list[str], np.ndarray, np.ndarray]:
             raise f.bad(f"{name}[{j}].word", "a string", item)
         words.append(item["word"])
         for key in ("start_time", "end_time"):
-            if not (core.is_missing(item.get(key)) or core.is_number(item[key])):
-                raise f.bad(f"{name}[{j}].{key}", "a number (or absent)", item[key])
-        times.append([math.nan if core.is_missing(item.get(k)) else float(item[k])
+            problem = item.get(key) is not None and core.quantity_problem(item[key], "time")
+            if problem:
+                raise f.fail(f"{name}[{j}].{key}", f"{problem} (or absent, or null)")
+        times.append([math.nan if item.get(k) is None else float(item[k])
                       for k in ("start_time", "end_time")])
     try:
         starts, ends = fill_word_times(*np.asarray(times, np.float64).reshape(-1, 2).T)
@@ -589,8 +650,10 @@ def read_r2r(path: str, manual_dir: str | None = None, bodies: bool = True) -> l
     """The instruction records of an R2R JSON file, in file order (entry by entry, then
     instruction by instruction).
 
-    The file is a JSON list of {distance (absent in test), scan, path_id, path, heading,
-    instructions: [1-10 strings]} (the release has 3, a few train / val paths have 4). Instruction
+    The file is a JSON list of {distance (metres, absent in test), scan, path_id, path, heading
+    (radians), instructions: [1-10 non-empty strings]} (the release has 3, a few train / val
+    paths have 4); numbers follow the shared rule (`core.QUANTITIES`: a NaN, negative or huge
+    distance or heading is refused). Instruction
     k of a path gets `instruction_id = path_id * 10 + k`, language "en", annotator "r2r", no
     words and no masks; `text_features/{instruction_id:06d}.npy` in `manual_dir` (default: the
     file's directory) is attached when present (`bodies=False`: never looked up, for
@@ -615,9 +678,12 @@ def read_r2r(path: str, manual_dir: str | None = None, bodies: bool = True) -> l
                                     f"{seen[path_id]}")
         seen[path_id] = i
         scan, viewpoints = f.file_stem("scan"), _viewpoints(f, "path")
-        heading, distance = f.number("heading"), f.optional_number("distance")
-        instructions = f.get("instructions", core.list_of(core.is_string, 1, R2R_IDS_PER_PATH),
-                             f"a list of 1 to {R2R_IDS_PER_PATH} strings")
+        heading = f.quantity("heading", "radians")
+        distance = math.nan if entry.get("distance") is None else f.quantity("distance",
+                                                                              "distance")
+        instructions = f.get("instructions",
+                             core.list_of(core.is_nonempty_string, 1, R2R_IDS_PER_PATH),
+                             f"a list of 1 to {R2R_IDS_PER_PATH} non-empty strings")
         for k, text in enumerate(instructions):
             iid = path_id * R2R_IDS_PER_PATH + k
             tf = files.find(text_features_candidates(manual_dir, iid, "en")) if bodies else None
@@ -767,9 +833,11 @@ def _rxr_record(raw: Mapping[str, Any], annotator: str, where: str
     rec = new_record(
         instruction_id=f.int("instruction_id", 0), path_id=f.int("path_id", 0),
         scan=f.file_stem("scan"), path=_viewpoints(f, "path"),
-        heading=f.number("heading"), instruction=f.string("instruction"),
+        heading=f.quantity("heading", "radians"), instruction=f.string("instruction", True),
         language=normalize_language(language), annotator=annotator,
         edit_distance=f.optional_number("edit_distance"))
+    if rec["edit_distance"] < 0:
+        raise f.fail("edit_distance", core.quantity_problem(rec["edit_distance"], "distance"))
     rec["timed_words"], starts, ends = _timed_words(raw, where)
     return rec, starts, ends
 

@@ -6,26 +6,32 @@ the `rxr` builder and the trainers use:
 * every `<scan>_connectivity.json` (`graph.read_connectivity`);
 * every `R2R_*.json` (`records.read_r2r`) and RxR guide / follower file
   (`parse_rxr_file_name`, `read_rxr`; a follower file takes its missing fields from its split's
-  guide file, as `read_rxr_split` does, and is skipped while that file is bad); with the graphs,
-  every record's scan known, its path viewpoints included ones, consecutive ones linked;
+  guide file, as `read_rxr_split` does, and is read for its own fields alone while that file is
+  bad); a file without records is a problem; with the graphs, every record's scan known, its
+  path viewpoints included ones, consecutive ones linked;
 * the pose traces and text features the records point to, found as the readers find them: with
-  `bodies` each read whole (the trace's masks on its record's path, its text masks against the
-  features' subwords, the features' width against most files'), else each archive's directory;
-  where an annotation file has some, the records without are counted, one line per kind;
+  `bodies` each read whole (every key of a trace with its dtype, shape and finite values, its
+  masks on its record's path, its text masks against the features' subwords; the features
+  floating point, finite as stored and as bfloat16, their width against most files'), else each
+  archive's directory; where an annotation file has some, the records without are counted, one
+  line per kind; then every other such file in `pose_traces/` and `text_features/` (and their
+  split folders), on its own, so a bad annotation file hides none of its bodies;
 * `view_features` (TSV / HDF5 / npz): every row, each viewpoint once and, with the graphs, each
   row of a known scan one of its viewpoints and each viewpoint of the records' scans present.
 
 Annotations are parsed without their pose traces and text features (`bodies=False` of the
-readers, which stop at the first bad one), then those files are checked one by one. Unlike a run, it reports one line per bad
-file (file, then line, entry, key or field) and goes on. The follower files' stored `metrics` are
+readers, which stop at the first bad one), then those files are checked one by one. Unlike a
+run, it reports one line per bad file (file, then line, entry, key or field; a decoder's error,
+gzip, zlib, zip or numpy, is that file's line) and goes on. The follower files' stored `metrics` are
 recomputed apart, by `ttw_jax.rxr.follower_metrics` (`python -m experiments.validate` runs both).
 """
 from __future__ import annotations
 
 import os
 import zipfile
+import zlib
 from collections import Counter
-from typing import Sequence
+from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -36,9 +42,11 @@ from ttw_jax.rxr import view_features as vf
 from ttw_jax.rxr.episodes import gold_actions
 from ttw_jax.rxr.graph import list_scans, load_matterport_graph, node_id, read_connectivity
 
-ERRORS = (core.RecordFormatError, ValueError, OSError, EOFError, zipfile.BadZipFile)
+ERRORS = (core.RecordFormatError, ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error,
+          KeyError)
 CONNECTIVITY_SUFFIX = "_connectivity.json"
 EXAMPLES = 3   # missing files named in a summary line
+TRACE_SUFFIX, TEXT_SUFFIX = "_pose_trace.npz", "_text_features.npz"
 
 
 class Graphs:
@@ -128,6 +136,37 @@ def r2r_entries(records: Sequence[dict]) -> list[int]:
     return out
 
 
+class AnyGuide(Mapping):
+    """Stand-in guide fields for every instruction_id, so that a follower file whose guide file
+    is bad is still read for its own fields (its records' scan, text and language unknown)."""
+
+    FIELDS = {"path_id": 0, "scan": "?", "heading": 0.0, "instruction": "?", "language": "en-US"}
+
+    def __getitem__(self, instruction_id):
+        return self.FIELDS
+
+    def __iter__(self):
+        return iter(())
+
+    def __len__(self):
+        return 0
+
+
+def listed_files(manual_dir: str, folder: str, suffixes: tuple[str, ...]) -> Iterator[str]:
+    """The files of `manual_dir/folder` and of its subfolders (one level) whose names end in one
+    of `suffixes`, sorted."""
+    top = os.path.join(manual_dir, folder)
+    if not paths.isdir(top):
+        return
+    for name in sorted(paths.listdir(top)):
+        path = os.path.join(top, name)
+        if name.endswith(suffixes):
+            yield path
+        elif paths.isdir(path):
+            yield from (os.path.join(path, n) for n in sorted(paths.listdir(path))
+                        if n.endswith(suffixes))
+
+
 def check_archive(path: str) -> None:
     """Checks only the directory of a pose-trace or text-feature `.npz` (the end of the file),
     or the header and size of an `.npy` (PoseTraceError naming the file)."""
@@ -138,10 +177,14 @@ def check_archive(path: str) -> None:
         paths.load_numpy(path).close()
 
 
-def check_pose_trace(path: str, rec: dict, subwords: int | None) -> None:
+def check_pose_trace(path: str, rec: dict | None, subwords: int | None) -> None:
     """Reads a pose trace whole into the masks of `rec`'s path (`pose_trace_masks`; the words
-    play no part in its checks) and compares its text masks with the `subwords` of the record's
-    text features, as `episodes` does (PoseTraceError naming the file and key)."""
+    play no part in its checks; without `rec`, every key on its own, `load_pose_trace`) and
+    compares its text masks with the `subwords` of the record's text features, as `episodes`
+    does (PoseTraceError naming the file and key)."""
+    if rec is None:
+        rr.load_pose_trace(path)
+        return
     _, _, sub = rr.pose_trace_masks(path, rec["path"], np.zeros(0), np.zeros(0))
     if sub is not None and subwords is not None and sub.shape[1] != subwords:
         raise rr.PoseTraceError(f"{path}: key 'text_masks' has {sub.shape[1]} subwords, the "
@@ -180,8 +223,9 @@ class Bodies:
                 self.problems.append(core.problem_line(path, e))
         return self.texts[path]
 
-    def pose_trace(self, path: str, rec: dict, subwords: int | None) -> None:
-        """Checks a pose trace of `rec` on first sight (`subwords`: its text features' rows)."""
+    def pose_trace(self, path: str, rec: dict | None, subwords: int | None) -> None:
+        """Checks a pose trace of `rec` (None: of no record read) on first sight (`subwords`:
+        its text features' rows)."""
         if path in self.traces:
             return
         self.traces.add(path)
@@ -194,9 +238,11 @@ class Bodies:
             self.problems.append(core.problem_line(path, e))
 
     def check_file(self, recs: Sequence[dict], split: str, annotator: str,
-                   demonstration_ids: Sequence[int | None] | None = None) -> None:
+                   demonstration_ids: Sequence[int | None] | None = None,
+                   texts: bool = True) -> None:
         """Checks the files the records of one annotation file point to (`demonstration_ids`:
-        a follower file's, per record); notes the missing ones when the file has others."""
+        a follower file's, per record; `texts=False`: not their text features, for records
+        whose language is unknown); notes the missing ones when the file has others."""
         found = {k: False for k in self.KINDS}
         lost: dict[str, list[str]] = {k: [] for k in self.KINDS}
 
@@ -209,9 +255,10 @@ class Bodies:
 
         file_split = None if annotator == "r2r" else split
         for i, rec in enumerate(recs):
-            iid = rec["instruction_id"]
-            tf = look("text_features", rr.text_features_candidates(
-                self.manual_dir, iid, rec["language"], file_split))
+            iid, tf = rec["instruction_id"], None
+            if texts:
+                tf = look("text_features", rr.text_features_candidates(
+                    self.manual_dir, iid, rec["language"], file_split))
             shape = self.text_features(tf) if tf is not None else None
             if annotator == "guide":     # the release's cross-translations of the text
                 own = rec["language"].split("-", 1)[0]
@@ -230,6 +277,16 @@ class Bodies:
         for kind in self.KINDS:
             if found[kind]:
                 self.missing[kind] += lost[kind]
+
+    def check_listed(self) -> None:
+        """Checks, each on its own, the pose traces and text-feature files in the release's
+        folders that no record read named (those of a bad annotation file among them)."""
+        for path in listed_files(self.manual_dir, "pose_traces", (TRACE_SUFFIX,)):
+            self.pose_trace(path, None, None)
+        for folder in ("text_features", "pose_traces"):
+            for path in listed_files(self.manual_dir, folder, (TEXT_SUFFIX, ".npy")):
+                if folder == "text_features" or path.endswith(TEXT_SUFFIX):
+                    self.text_features(path)
 
     def report(self) -> list[str]:
         """The bad files' lines, the text features of an odd width, and one line per kind of
@@ -304,8 +361,8 @@ def validate_release(manual_dir: str, connectivity_dir: str | None = None, bodie
     scans: set[str] = set()
     for path, split, annotator in files:
         guide = rr.find_rxr_file(manual_dir, split, "guide") if annotator != "r2r" else None
-        if annotator == "follower" and guide is not None and guides.get(split) is None:
-            continue            # its guide file is bad (reported): it cannot be read
+        # a follower file whose guide file is bad (reported): read for its own fields alone
+        alone = annotator == "follower" and guide is not None and guides.get(split) is None
         checked += 1
         fields = {} if annotator == "guide" and path == guide else None
         lines = None
@@ -315,13 +372,20 @@ def validate_release(manual_dir: str, connectivity_dir: str | None = None, bodie
             elif annotator == "guide":
                 recs = rr.read_rxr(path, guide_fields=fields, bodies=False)
             else:
-                recs = rr.read_rxr(path, guides=guides.get(split), bodies=False)
+                recs = rr.read_rxr(path, guides=AnyGuide() if alone else guides.get(split),
+                                   bodies=False)
                 lines = rxr_lines(path)
         except ERRORS as e:
             problems.append(core.problem_line(path, e))
             continue
+        if not recs:
+            problems.append(f"{path}: no records (an empty file)")
+            continue
         if fields is not None:
             guides[split] = fields
+        if alone:
+            body.check_file(recs, split, annotator, [d for _, d in lines], texts=False)
+            continue
         scans |= {r["scan"] for r in recs}
         if graphs is not None:
             bad = [(i, p) for i, r in enumerate(recs) if (p := graphs.record_problem(r))]
@@ -333,6 +397,7 @@ def validate_release(manual_dir: str, connectivity_dir: str | None = None, bodie
                 problems.append(f"{where}: {p}{more}")
         body.check_file(recs, split, annotator,
                         [d for _, d in lines] if lines is not None else None)
+    body.check_listed()
     checked += body.checked
     problems += body.report()
     if view_features:

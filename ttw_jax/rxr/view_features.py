@@ -49,13 +49,14 @@ import zipfile
 import zlib
 from typing import Iterator, Sequence
 
+import ml_dtypes
 import numpy as np
 from absl import logging
 
 from ttw_jax.core import paths
 from ttw_jax.core.pano_graph import NodeTable
 from ttw_jax.core.progress import progress as progress_report
-from ttw_jax.core.records import RecordFormatError
+from ttw_jax.core.records import RecordFormatError, nonfinite_problem
 from ttw_jax.rxr.views import NUM_VIEWS
 
 TSV_FIELDS = ("scanId", "viewpointId", "image_w", "image_h", "vfov", "features")
@@ -330,6 +331,9 @@ def _npz(path: str) -> tuple[list[str], np.ndarray]:
         row = int(np.argmin(finite))
         raise ViewFeatureError(f"{path}: array 'features': non-finite values in row {row} "
                                f"(viewpoint {ids[row]})")
+    problem = nonfinite_problem(feats, ml_dtypes.bfloat16)   # the device table's narrowest
+    if problem:
+        raise ViewFeatureError(f"{path}: array 'features': {problem}")
     return ids, feats
 
 

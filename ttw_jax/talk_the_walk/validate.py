@@ -4,21 +4,24 @@ named.
 `validate_release(data_dir, maps_dir, features_dir)` reads what the builders and trainers read:
 
 * the dialogue files `talkthewalk.{train,valid,test}.json` present in `data_dir`
-  (`dialogues.read_dialogues`) and the configuration files `configurations.{split}.json`
-  (`dialogues.read_configurations`; no window in two of them, the `real` builder's
+  (`dialogues.read_dialogues`: no empty dialogue, act times finite; an empty file and an
+  episode repeated are problems) and the configuration files `configurations.{split}.json`
+  (`dialogues.read_configurations`, not empty; no window in two of them, the `real` builder's
   `configuration_windows`);
 * with `maps_dir`, the map of every neighbourhood there, `<nbh>/map.json` or `<nbh>_map.json`
-  (`maps.find_map_file`, `maps.load_map`), and a map for every neighbourhood the dialogues use;
+  (`maps.find_map_file`, `maps.load_map`; a map without landmarks is a problem), and a map for
+  every neighbourhood the dialogues use;
 * with `features_dir`, the landmark-classification files present (`landmarks.release`):
-  `resnetfeat.json` (`read_resnet`; with the maps, a vector for every relevant view of their
-  corners, `landmarks.features.build_corners`) and `<nbh>/text.json` (`read_text`). A FastText
-  `.vec` file is optional and not read.
+  `resnetfeat.json` (`read_resnet`: finite as stored and as float32; with the maps, a vector for
+  every relevant view of their corners, `landmarks.features.build_corners`) and
+  `<nbh>/text.json` (`read_text`). A FastText `.vec` file is optional and not read.
 
 Unlike a run, which stops at the first bad file, it reports one line per bad file (file, then
 episode / entry / key and field) and goes on.
 """
 from __future__ import annotations
 
+import json
 import os
 
 from ttw_datasets.talk_the_walk.talk_the_walk_dataset_builder import configuration_windows
@@ -47,6 +50,9 @@ def check_dialogues(data_dir: str) -> tuple[list[str], int, dict[str, str]]:
             continue
         for ep in episodes:
             used.setdefault(ep["neighborhood"], path)
+        problem = _empty_or_repeated(path, episodes, "episode")
+        if problem:
+            problems.append(problem)
     configs, sound = 0, True
     for name in td.CONFIGURATION_FILES.values():
         path = os.path.join(data_dir, name)
@@ -54,7 +60,8 @@ def check_dialogues(data_dir: str) -> tuple[list[str], int, dict[str, str]]:
             continue
         configs += 1
         try:
-            td.read_configurations(path)
+            if not td.read_configurations(path):
+                problems.append(f"{path}: no configuration (an empty list)")
         except ERRORS as e:
             problems.append(problem_line(path, e))
             sound = False
@@ -64,6 +71,20 @@ def check_dialogues(data_dir: str) -> tuple[list[str], int, dict[str, str]]:
         except ERRORS as e:
             problems.append(" ".join(str(e).splitlines()))
     return problems, checked + configs, used
+
+
+def _empty_or_repeated(path: str, items: list, what: str) -> str | None:
+    """The problem of a file whose list of `what`s is empty or holds one twice (it would count
+    twice in training and in the metrics), or None."""
+    if not items:
+        return f"{path}: no {what} (an empty list)"
+    seen = {}
+    for i, item in enumerate(items):
+        key = json.dumps(item, sort_keys=True)
+        if key in seen:
+            return f"{path}: {what} {i}: repeats {what} {seen[key]}"
+        seen[key] = i
+    return None
 
 
 def check_maps(maps_dir: str, used: dict[str, str]) -> tuple[list[str], int, list]:
@@ -82,6 +103,9 @@ def check_maps(maps_dir: str, used: dict[str, str]) -> tuple[list[str], int, lis
             loaded.append(maps.load_map(path, name))
         except ERRORS as e:
             problems.append(problem_line(path, e))
+            continue
+        if (loaded[-1].corners[..., 0] == maps.EMPTY_ID).all():
+            problems.append(f"{path}: no landmark (an empty list)")
     lacking = [n for n in absent if n in used]
     if lacking:
         expected = ", ".join(p for n in lacking for p in maps.map_paths(maps_dir, n))

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Sequence
+from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 
 from ttw_jax.core import paths
 from ttw_jax.core.pano_graph import NodeTable, PanoGraph, build_graph
-from ttw_jax.core.records import RecordFormatError, read_lines
+from ttw_jax.core.records import RecordFormatError, quantity_problem, read_lines
 
 GRAPH_FILES = ("nodes.txt", "links.txt")
 SOURCE_HINT = ("The Touchdown graph is in the official release (github.com/lil-lab/touchdown, "
@@ -37,16 +37,79 @@ def _fields(path: str, line_no: int, line: str, names: Sequence[str]) -> list[st
     return parts
 
 
-def _parse(path, line_no, name, value, kind, lo: float = -math.inf, hi: float = math.inf):
+def _parse(path, line_no, name, value, kind, lo: float = -math.inf, hi: float = math.inf,
+           quantity: str = ""):
+    """`kind(value)`, finite and in [lo, hi], or in range under the shared rule `quantity`
+    (a key of `QUANTITIES`) when given."""
     try:
         out = kind(value)
     except ValueError:
         raise GraphFormatError(f"{path}:{line_no}: field '{name}' is not {kind.__name__}: "
                                f"{value!r}") from None
-    if not (math.isfinite(out) and lo <= out <= hi):
-        raise GraphFormatError(f"{path}:{line_no}: field '{name}' must be a finite number in "
-                               f"[{lo}, {hi}], got {value.strip()!r}")
+    problem = (quantity_problem(out, quantity) if quantity else
+               None if math.isfinite(out) and lo <= out <= hi else
+               f"must be a finite number in [{lo}, {hi}], got {value.strip()!r}")
+    if problem:
+        raise GraphFormatError(f"{path}:{line_no}: field '{name}' {problem}")
     return out
+
+
+def _rows(path: str) -> Iterator[tuple[int, str]]:
+    """`read_lines` of a graph file; a blank line between rows is an error naming it."""
+    last = 0
+    for i, line in read_lines(path, GraphFormatError):
+        if i != last + 1:
+            raise GraphFormatError(f"{path}:{last + 1}: a blank line between rows")
+        last = i
+        yield i, line
+
+
+def read_node_rows(path: str) -> tuple[list[NodeRow], dict[str, int]]:
+    """(rows, {panoid: line}) of `nodes.txt`; a repeated panoid or an empty file is an error."""
+    nodes: list[NodeRow] = []
+    seen: dict[str, int] = {}
+    for i, line in _rows(path):
+        pid, yaw, lat, lng = _fields(path, i, line, ("panoid", "pano_yaw_angle", "lat", "lng"))
+        if pid in seen:
+            raise GraphFormatError(f"{path}:{i}: field 'panoid': {pid!r} repeats line {seen[pid]}")
+        seen[pid] = i
+        nodes.append((pid, _parse(path, i, "pano_yaw_angle", yaw, float, quantity="degrees"),
+                      _parse(path, i, "lat", lat, float, -90, 90),
+                      _parse(path, i, "lng", lng, float, -180, 180)))
+    if not nodes:
+        raise GraphFormatError(f"{path}: no rows (an empty or blank file). {SOURCE_HINT}")
+    return nodes, seen
+
+
+def _known(path: str, line_no: int, name: str, pid: str, nodes: Mapping[str, int] | None,
+           nodes_path: str) -> None:
+    if nodes is not None and pid not in nodes:
+        raise GraphFormatError(f"{path}:{line_no}: field '{name}': unknown panoid {pid!r} (not "
+                               f"in {nodes_path})")
+
+
+def read_link_rows(path: str, nodes: Mapping[str, int] | None, nodes_path: str = ""
+                   ) -> list[LinkRow]:
+    """The rows of `links.txt`: each end a panoid of `nodes` (any, when None), no link from a
+    panorama to itself, none repeated; an empty file is an error."""
+    links: list[LinkRow] = []
+    seen: dict[tuple[str, str], int] = {}
+    for i, line in _rows(path):
+        a, h, b = _fields(path, i, line, ("start_panoid", "heading", "end_panoid"))
+        _known(path, i, "start_panoid", a, nodes, nodes_path)
+        heading = _parse(path, i, "heading", h, int, quantity="degrees")
+        _known(path, i, "end_panoid", b, nodes, nodes_path)
+        if a == b:
+            raise GraphFormatError(f"{path}:{i}: field 'end_panoid': a self-link ({a!r} to "
+                                   f"itself)")
+        if (a, b) in seen:
+            raise GraphFormatError(f"{path}:{i}: field 'end_panoid': the link {a!r} -> {b!r} "
+                                   f"repeats line {seen[a, b]}")
+        seen[a, b] = i
+        links.append((a, heading, b))
+    if not links:
+        raise GraphFormatError(f"{path}: no rows (an empty or blank file). {SOURCE_HINT}")
+    return links
 
 
 def read_graph_files(graph_dir: str) -> tuple[list[NodeRow], list[LinkRow]]:
@@ -56,33 +119,8 @@ def read_graph_files(graph_dir: str) -> tuple[list[NodeRow], list[LinkRow]]:
     if missing:
         raise FileNotFoundError(f"Touchdown graph files missing: {', '.join(missing)}. "
                                 f"{SOURCE_HINT}")
-    nodes: list[NodeRow] = []
-    seen: dict[str, int] = {}
-    for i, line in read_lines(files[0], GraphFormatError):
-        pid, yaw, lat, lng = _fields(files[0], i, line, ("panoid", "pano_yaw_angle", "lat", "lng"))
-        if pid in seen:
-            raise GraphFormatError(f"{files[0]}:{i}: field 'panoid': {pid!r} repeats line "
-                                   f"{seen[pid]}")
-        seen[pid] = i
-        nodes.append((pid, _parse(files[0], i, "pano_yaw_angle", yaw, float, -360, 360),
-                      _parse(files[0], i, "lat", lat, float, -90, 90),
-                      _parse(files[0], i, "lng", lng, float, -180, 180)))
-    links: list[LinkRow] = []
-    for i, line in read_lines(files[1], GraphFormatError):
-        a, h, b = _fields(files[1], i, line, ("start_panoid", "heading", "end_panoid"))
-
-        def known(name, pid):
-            if pid not in seen:
-                raise GraphFormatError(f"{files[1]}:{i}: field '{name}': unknown panoid {pid!r} "
-                                       f"(not in {files[0]})")
-            return pid
-
-        links.append((known("start_panoid", a), _parse(files[1], i, "heading", h, int, -360, 720),
-                      known("end_panoid", b)))
-    for path, rows in zip(files, (nodes, links)):
-        if not rows:
-            raise GraphFormatError(f"{path}: no rows (an empty or blank file). {SOURCE_HINT}")
-    return nodes, links
+    nodes, seen = read_node_rows(files[0])
+    return nodes, read_link_rows(files[1], seen, files[0])
 
 
 def compile_touchdown(nodes: Sequence[NodeRow], links: Sequence[LinkRow],

@@ -31,18 +31,26 @@ class RecordFormatError(core.RecordFormatError):
 
 def _navigation(f: core.Fields) -> dict:
     return {"route_id": f.int("route_id"),
-            "navigation_text": f.string("navigation_text"),
+            "navigation_text": _text(f, "navigation_text"),
             "route_panoids": list(f.get("route_panoids", core.list_of(core.is_file_stem, 2),
                                         "a list of >= 2 non-empty strings")),
             "start_heading": float(f.get("start_heading", is_heading, HEADING)),
             "end_heading": float(f.get("end_heading", is_heading, HEADING))}
 
 
-HEADING = "a heading in degrees (a number in [-360, 720])"
+HEADING = f"a heading: {core.QUANTITIES['degrees'][2]}"
 
 
 def is_heading(v) -> bool:
-    return core.is_number(v) and -360 <= v <= 720
+    """A heading under the shared rule for angles in degrees (`core.QUANTITIES`)."""
+    return core.quantity_problem(v, "degrees") is None
+
+
+def _text(f: core.Fields, name: str) -> str:
+    """A string with a non-blank character (an empty instruction or description trains on
+    nothing)."""
+    return f.get(name, lambda v: core.is_string(v) and v.strip() != "",
+                 "a string with text (not empty or blank)")
 
 
 def _heading(f: core.Fields, name: str) -> float:
@@ -79,7 +87,7 @@ def _center(f: core.Fields, name: str) -> tuple[float, float] | None:
 
 
 def _sdr(f: core.Fields, route_id: int) -> list[dict]:
-    text = f.string("td_location_text")
+    text = _text(f, "td_location_text")
     out = []
     for v in VIEWS:
         pano = f.string(f"{v}_pano")

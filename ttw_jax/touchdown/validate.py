@@ -2,26 +2,30 @@
 
 `validate_release(manual_dir, graph_dir)` reads what the builders and trainers read:
 
-* the graph (`nodes.txt`, `links.txt`) with its readers' checks;
-* every record file of `RECORD_FILES` present (navigation and SDR fields); with the graph, every
-  route panorama known and every consecutive pair linked;
-* every SDR feature map `features/<panoid>.npy`: the header, the bytes it announces, the shape
-  most maps have (or `feature_shape`), and (unless `bodies=False`) the whole body, finite; the
-  panoramas the records' views name that have no file.
+* the graph (`nodes.txt`, `links.txt`) with its readers' checks (headings under the shared rule,
+  no blank line between rows, no self-link or repeated link); `links.txt` is read even when
+  `nodes.txt` is bad (its panoids then unchecked);
+* every record file of `RECORD_FILES` present (navigation and SDR fields; an empty file is a
+  problem); with the graph, every route panorama known and every consecutive pair linked;
+* every SDR feature map `features/<panoid>.npy`, listed from the folder: the header, exactly the
+  bytes it announces, the shape most maps have (or `feature_shape`), a floating-point dtype and
+  (unless `bodies=False`) the whole body, finite as stored and as float16 (the dtype the views
+  are read in); then one line per panorama a record's visible view names without a file (the
+  views of a bad record file from its lines that parse).
 
 Unlike a run, which stops at the first bad file, it reports one line per bad file (file, then
 line or field) and goes on.
 """
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Sequence
 
-
 from ttw_jax.core import paths
-from ttw_jax.core.records import RecordFormatError, check_npy_size
+from ttw_jax.core.records import RecordFormatError, check_npy_size, problem_line, read_lines
 from ttw_jax.touchdown import records as tr
-from ttw_jax.touchdown.graph import read_graph_files
+from ttw_jax.touchdown.graph import GRAPH_FILES, SOURCE_HINT, read_link_rows, read_node_rows
 from ttw_jax.touchdown.reference import TouchdownReference
 from ttw_jax.touchdown.sdr.stream import read_feature_map
 
@@ -32,6 +36,7 @@ RECORD_FILES = {"train": "train.json", "dev": "dev.json", "test": "test.json",
 # data/{train,dev,test}.json with every route and Touchdown location, so every split is scored.
 HIDDEN_SPLITS: tuple[str, ...] = ()
 ERRORS = (RecordFormatError, ValueError, OSError)
+MAX_MISSING = 20             # missing feature maps named one by one, then counted
 
 
 def check_routes(path: str, records: Sequence[dict], node_index: dict[str, int],
@@ -53,15 +58,57 @@ def check_routes(path: str, records: Sequence[dict], node_index: dict[str, int],
 
 def check_feature_file(path: str, header: tuple, shape: tuple | None, bodies: bool = True) -> None:
     """Checks one `<panoid>.npy` feature map whose (shape, dtype) `header` was read
-    (`check_npy_size`): the shape of the others, a numeric dtype and, with `bodies`, the whole
-    body (ValueError naming the file)."""
+    (`check_npy_size`): the shape of the others, a floating-point dtype and, with `bodies`, the
+    whole body (`read_feature_map`; ValueError naming the file)."""
     got, dtype = header
     if shape is not None and got != tuple(shape):
         raise ValueError(f"{path}: shape {got}, expected {tuple(shape)} (like the other maps)")
-    if dtype.kind not in "fiu":
-        raise ValueError(f"{path}: dtype {dtype}, expected float (float16)")
+    if dtype.kind != "f":
+        raise ValueError(f"{path}: dtype {dtype}, expected floating point (float16)")
     if bodies:
         read_feature_map(path, got)
+
+
+def record_views(path: str) -> dict[str, str]:
+    """{panoid: `{path}:{line}`} of the visible views of the lines of a record file that parse
+    (those of a file `read_records` refuses included); {} for an unreadable file."""
+    views = {}
+    try:
+        for line_no, line in read_lines(path, tr.RecordFormatError):
+            try:
+                rec = json.loads(line)
+                examples = tr.sdr_examples(rec) if isinstance(rec, dict) else []
+            except (ValueError, RecursionError):
+                continue
+            for v in examples:
+                views.setdefault(v["panoid"], f"{path}:{line_no}")
+    except ERRORS:
+        pass
+    return views
+
+
+def check_graph(graph_dir: str) -> tuple[list[str], int, tuple | None]:
+    """(problems, files checked, ({panoid: index}, reference) or None) of the graph files;
+    `links.txt` is read even when `nodes.txt` is bad."""
+    files = [paths.join(graph_dir, f) for f in GRAPH_FILES]
+    problems, nodes = [], None
+    for path in files:
+        if not paths.exists(path):
+            problems.append(f"{path}: file not found. {SOURCE_HINT}")
+    if problems:
+        return problems, 2, None
+    try:
+        nodes = read_node_rows(files[0])[1]
+    except ERRORS as e:
+        problems.append(problem_line(files[0], e))
+    try:
+        links = read_link_rows(files[1], nodes, files[0])
+    except ERRORS as e:
+        problems.append(problem_line(files[1], e))
+        return problems, 2, None
+    if nodes is None:
+        return problems, 2, None
+    return problems, 2, ({p: i for i, p in enumerate(nodes)}, TouchdownReference(links))
 
 
 def validate_release(manual_dir: str, graph_dir: str | None = None, bodies: bool = True,
@@ -71,13 +118,8 @@ def validate_release(manual_dir: str, graph_dir: str | None = None, bodies: bool
     the records' navigation fields only (files without the SDR annotations)."""
     problems, checked, graph = [], 0, None
     if graph_dir:
-        checked += 2
-        try:
-            nodes, links = read_graph_files(graph_dir)
-            graph = ({n[0]: i for i, n in enumerate(nodes)}, TouchdownReference(links))
-        except ERRORS as e:
-            problems.append(str(e))
-    views, found = set(), 0
+        problems, checked, graph = check_graph(graph_dir)
+    views, found = {}, 0
     for name in RECORD_FILES.values():
         path = paths.join(manual_dir, name)
         if not paths.exists(path):
@@ -87,10 +129,15 @@ def validate_release(manual_dir: str, graph_dir: str | None = None, bodies: bool
         try:
             recs = tr.read_records(path, sdr=sdr)
         except ERRORS as e:
-            problems.append(str(e))
+            problems.append(problem_line(path, e))
+            if sdr:
+                views = {**record_views(path), **views}
+            continue
+        if not recs:
+            problems.append(f"{path}: no records (an empty or blank file)")
             continue
         if sdr:
-            views |= {v["panoid"] for rec in recs for v in tr.sdr_examples(rec)}
+            views = {**record_views(path), **views}
         problem = check_routes(path, recs, *graph) if graph is not None else None
         if problem:
             problems.append(problem)
@@ -99,27 +146,41 @@ def validate_release(manual_dir: str, graph_dir: str | None = None, bodies: bool
                         f"{', '.join(RECORD_FILES.values())}). {tr.SOURCE_HINT}")
     feature_dir = paths.join(manual_dir, "features")
     if paths.isdir(feature_dir):
-        names = sorted(f for f in paths.listdir(feature_dir) if f.endswith(".npy"))
-        headers = {}                 # file -> (shape, dtype), or the error reading its header
-        for f in names:
-            try:
-                headers[f] = check_npy_size(paths.join(feature_dir, f), ValueError)
-            except ERRORS as e:
-                headers[f] = e
-        # the reference: `feature_shape`, else the shape most maps' headers announce
-        shapes = Counter(h[0] for h in headers.values() if isinstance(h, tuple))
-        shape = (tuple(feature_shape) if feature_shape
-                 else shapes.most_common(1)[0][0] if shapes else None)
-        for f in names:
-            checked += 1
-            try:
-                if isinstance(headers[f], Exception):
-                    raise headers[f]
-                check_feature_file(paths.join(feature_dir, f), headers[f], shape, bodies)
-            except ERRORS as e:
-                problems.append(str(e))
-        missing = sorted(views - {f[:-4] for f in names})
-        if missing:
-            problems.append(f"{feature_dir}: no feature map for {len(missing)} panoramas the "
-                            f"records' views name, e.g. {missing[:3]}")
+        more, n = check_features(feature_dir, views, bodies, feature_shape)
+        problems += more
+        checked += n
     return problems, checked
+
+
+def check_features(feature_dir: str, views: dict[str, str], bodies: bool = True,
+                   feature_shape: Sequence[int] | None = None) -> tuple[list[str], int]:
+    """(problems, files checked) of every `.npy` file in `feature_dir`, then one line per
+    panorama of `views` ({panoid: the record naming it}) without a file."""
+    problems = []
+    names = sorted(f for f in paths.listdir(feature_dir) if f.endswith(".npy"))
+    headers = {}                 # file -> (shape, dtype), or the error reading its header
+    for f in names:
+        try:
+            headers[f] = check_npy_size(paths.join(feature_dir, f), ValueError)
+        except ERRORS as e:
+            headers[f] = e
+    # the reference: `feature_shape`, else the shape most maps' headers announce
+    shapes = Counter(h[0] for h in headers.values() if isinstance(h, tuple))
+    shape = (tuple(feature_shape) if feature_shape
+             else shapes.most_common(1)[0][0] if shapes else None)
+    for f in names:
+        path = paths.join(feature_dir, f)
+        try:
+            if isinstance(headers[f], Exception):
+                raise headers[f]
+            check_feature_file(path, headers[f], shape, bodies)
+        except ERRORS as e:
+            problems.append(problem_line(path, e))
+    missing = sorted(set(views) - {f[:-4] for f in names})
+    for p in missing[:MAX_MISSING]:
+        problems.append(f"{paths.join(feature_dir, p + '.npy')}: no such file: the feature map "
+                        f"of a view of {views[p]}")
+    if len(missing) > MAX_MISSING:
+        problems.append(f"{feature_dir}: {len(missing) - MAX_MISSING} more panoramas the "
+                        f"records' views name have no feature map")
+    return problems, len(names)

@@ -74,7 +74,8 @@ def get_config():
     # in one folder): V/L and V/O then read them (teacher forcing over the recorded views, as
     # the official main_nosim.py; the nearest recorded pose's views in evaluation rollouts).
     c.data.features_dir = ""
-    c.data.features_cache = ""     # the float16 pack; empty: <tfds_dir>/arramon_features
+    c.data.features_cache = ""     # the float16 pack (local); empty: <tfds_dir>/arramon_features
+                                   # (~/tensorflow_datasets/... when tfds_dir is a bucket)
     c.data.require_features = False    # True (configs/paper.py): refuse to run without them
     c.data.missing_feature = "zeros"   # a step without an entry: zeros (official) | previous
     c.data.stream_threads = 2      # grain threads reading the packed rows

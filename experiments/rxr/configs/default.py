@@ -97,7 +97,10 @@ def get_config():
     c.data.train_annotators = ""   # "" (every annotator of the config) | guide | follower
     # kept languages, every split: "" (all) or a comma list of groups (en, hi, te) or locales
     c.data.languages = ""
-    c.data.max_tokens = 48         # tokens, or text-feature subwords (cut with a warning)
+    # tokens, or text-feature subwords: a longer instruction is cut with a warning; 0 sizes it
+    # from the data, the longest instruction of the loaded splits (results.json records the
+    # value used: provenance.token_limits)
+    c.data.max_tokens = 0
     c.data.text_features = False   # True: the release's multilingual-BERT features (required)
     # True (with text_features): the features stay in the TFDS ArrayRecord files and are read
     # when a batch uses them (grain threads, per-process shards, the stream's state in the

@@ -54,7 +54,10 @@ def get_config():
     c.data.train_split = "train"
     c.data.eval_splits = "dev,test"
     c.data.dev_split = "dev"       # early stopping on its eval.metric
-    c.data.max_tokens = 64         # 0: the longest instruction of the loaded splits
+    # 0: sized from the data, the longest instruction of the loaded splits (the value used is
+    # results.json's provenance.token_limits); a positive limit cuts synthetic instructions
+    # with a warning and refuses to cut the release's
+    c.data.max_tokens = 0
     c.data.max_route = 128          # longest route (panoramas); a longer one is an error
     c.data.features = ""           # .npz of panorama features; empty: synthetic features
     # True: synthetic features with the release's records run (tables say "synthetic

@@ -1,17 +1,30 @@
-"""The absl entry point every experiment launcher shares: --config, --workdir, --multihost."""
+"""The absl entry point every experiment launcher shares: --config, --workdir, --multihost.
+
+A config or data error stops a launch with one line on stderr and no traceback (`error_line`:
+a bad `--config.<key>=` override, a config check's ValueError or `app.UsageError`, a malformed
+record file's `RecordFormatError`, a missing file); `--verbose` shows the traceback too. Any
+other exception is a bug and keeps its traceback.
+"""
 from __future__ import annotations
 
+import difflib
+import importlib.util
+import linecache
+import math
 import os
+import re
 import signal
 import sys
+import traceback
 import types
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from absl import app, flags, logging
 from ml_collections import config_flags
 
 import ttw_jax
 from ttw_jax.core import paths
+from ttw_jax.core.records import RecordFormatError
 from ttw_jax.core.train.loop import PREPARE_ONLY_ENV, DataPrepared, Preempted
 from ttw_jax.core.train.provenance import RENAMED_RESULT_KEYS
 
@@ -101,8 +114,6 @@ def config_keys(config, prefix: str = ""):
 def unknown_config_keys(argv: Sequence[str], config) -> list[str]:
     """One message per `--config.<key>=...` override in `argv` that `config` (a ConfigDict) has
     no field for, with the closest existing keys."""
-    import difflib
-
     known = list(config_keys(config))
     errors = []
     for arg in argv[1:]:
@@ -116,9 +127,137 @@ def unknown_config_keys(argv: Sequence[str], config) -> list[str]:
     return errors
 
 
+INT64_LIMIT = 2 ** 63
+
+
+def _field(config, key: str):
+    """The value of `config`'s field `key` ("a.b.c"), or None when it has none."""
+    for part in key.split("."):
+        if not hasattr(config, "keys") or part not in config:
+            return None
+        config = config[part]
+    return config
+
+
+def abbreviated(value: str, keep: int = 24) -> str:
+    """`value`, or its first `keep` characters and its length when it is longer than 2 `keep`."""
+    return value if len(value) <= 2 * keep else f"{value[:keep]}... ({len(value):,} characters)"
+
+
+def numeric_override_errors(argv: Sequence[str], config) -> list[str]:
+    """One message per `--config.<key>=<value>` override in `argv` whose value overflows its
+    field's type in `config`: an integer literal outside the 64-bit range [-2^63, 2^63) for an int
+    field (also one with more digits than Python converts, 4,300), a literal beyond float64 for a
+    float field (`1e400` would parse to inf; `inf` itself stays allowed)."""
+    errors = []
+    for arg in argv[1:]:
+        if not arg.startswith("--config.") or "=" not in arg:
+            continue
+        key, _, value = arg[len("--config."):].partition("=")
+        default = _field(config, key)
+        text = value.strip().replace("_", "")
+        if isinstance(default, bool):
+            continue
+        if isinstance(default, int):
+            digits = text.lstrip("+-").lstrip("0")
+            if digits.isdigit() and (len(digits) > 19 or not
+                                     -INT64_LIMIT <= int(text) < INT64_LIMIT):
+                errors.append(f"--config.{key}: {abbreviated(value)} is outside the 64-bit "
+                              "integer range [-2^63, 2^63)")
+        elif isinstance(default, float):
+            try:
+                number = float(text)
+            except ValueError:
+                continue
+            if math.isinf(number) and "inf" not in text.lower():
+                errors.append(f"--config.{key}: {abbreviated(value)} overflows a 64-bit float "
+                              f"(the largest is {sys.float_info.max:.4g})")
+    return errors
+
+
+# Exceptions that are config or data errors wherever they are raised.
+USER_ERRORS = (app.UsageError, flags.Error, RecordFormatError, FileNotFoundError)
+# Exceptions that are config or data errors when a `raise` of the project's own code raised them
+# (a config check, a data reader); raised elsewhere (numpy, JAX, a failed unpacking) they are bugs.
+CHECK_ERRORS = (ValueError, OverflowError, FloatingPointError)
+_PROJECT_DIRS = tuple(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
+    ttw_jax.__file__))), d) for d in ("ttw_jax", "experiments", "datasets", "ttw_datasets"))
+
+
+def raised_by_a_check(exc: BaseException) -> bool:
+    """Whether the innermost frame of `exc`'s traceback is a `raise` statement in the project's
+    own code (ttw_jax, experiments, the dataset builders)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    filename = os.path.abspath(tb.tb_frame.f_code.co_filename)
+    return (filename.startswith(tuple(d + os.sep for d in _PROJECT_DIRS))
+            and linecache.getline(filename, tb.tb_lineno).lstrip().startswith("raise"))
+
+
+def one_line(text: str) -> str:
+    """`text` on one line: its lines joined ("; ", or a space after a colon), any run of more
+    than 40 digits shortened to its first 12 and its length."""
+    out = ""
+    for line in (x.strip() for x in text.strip().splitlines()):
+        if line:
+            out += ("" if not out else " " if out.endswith(":") else "; ") + line
+    return re.sub(r"\d{41,}", lambda m: f"{m[0][:12]}... ({len(m[0]):,} digits)", out)
+
+
+def error_line(exc: BaseException) -> str | None:
+    """The one line a launcher prints for `exc` when it is a config or data error (`USER_ERRORS`,
+    or `CHECK_ERRORS` raised by a check: `raised_by_a_check`); None for any other exception."""
+    if isinstance(exc, USER_ERRORS) or (isinstance(exc, CHECK_ERRORS)
+                                        and raised_by_a_check(exc)):
+        return one_line(str(exc) or type(exc).__name__)
+    return None
+
+
+def verbose_requested(argv: Sequence[str]) -> bool:
+    """Whether `argv` sets --verbose (read before absl parses the flags, so that a flag error
+    honours it)."""
+    on = False
+    for arg in argv[1:]:
+        if arg in ("--verbose", "--verbose=true", "--verbose=True", "--verbose=1"):
+            on = True
+        elif arg in ("--noverbose", "--verbose=false", "--verbose=False", "--verbose=0"):
+            on = False
+    return on
+
+
+def fail(message: str, status: int = 1) -> None:
+    """Writes `message` (one line) to stderr and exits with `status`."""
+    sys.stdout.flush()
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+    sys.exit(status)
+
+
+def run_reporting_errors(fn: Callable[[], Any], verbose: bool) -> Any:
+    """`fn()`; a config or data error (`error_line`) exits with status 2 (usage) or 1 after one
+    line on stderr, printed after its traceback when `verbose`; any other exception propagates."""
+    try:
+        return fn()
+    except Exception as e:    # noqa: BLE001 -- classified by error_line
+        line = error_line(e)
+        if line is None:
+            raise
+        if verbose:
+            traceback.print_exc()
+        fail(line, 2 if isinstance(e, (app.UsageError, flags.Error)) else 1)
+
+
+def parse_flags(argv: Sequence[str]) -> list[str]:
+    """absl's flag parsing for `app.run`, with a flag error (a malformed `--config.<key>=`
+    override included) as one line and status 2."""
+    return run_reporting_errors(lambda: flags.FLAGS(list(argv)), verbose_requested(argv))
+
+
 def selected_config(argv: Sequence[str], default_path: str):
     """The ConfigDict a launch would build from `argv`'s --config (else the default file)."""
-    import importlib.util
     paths = [a.split("=", 1)[1] for a in argv if a.startswith("--config=")]
     path = paths[-1] if paths else default_path
     if not os.path.isfile(path):
@@ -141,6 +280,20 @@ def resolve_config_paths(argv: Sequence[str], configs_dir: str) -> list[str]:
                     out[i] = "--config=" + os.path.join(configs_dir, candidate)
                     break
     return out
+
+
+def missing_config_files(argv: Sequence[str], configs_dir: str) -> str | None:
+    """One line naming the first `--config=<file>[:<argument>]` of `argv` (after
+    `resolve_config_paths`) whose file does not exist, or None."""
+    for arg in argv[1:]:
+        if arg.startswith("--config="):
+            value = arg[len("--config="):]
+            if not (os.path.isfile(value) or os.path.isfile(value.split(":", 1)[0])):
+                names = ", ".join(sorted(f[:-3] for f in os.listdir(configs_dir)
+                                         if f.endswith(".py") and not f.startswith("_")))
+                return (f"--config={value}: no such config file, nor one of that name in "
+                        f"{configs_dir} ({names})")
+    return None
 
 
 CACHE_ENV = "TTW_JAX_COMPILATION_CACHE"
@@ -235,27 +388,33 @@ def launch(train_and_evaluate: Callable[..., dict], default_config: types.Module
     name, see `resolve_config_paths`); its `RENAMED` maps config keys of earlier releases to
     their replacements and `RENAMED_IN` names the version of those renames: an old key is
     rewritten to its replacement with a warning until the next version, a removed one fails
-    with the reason (`renamed_config_args`). With --multihost every process calls
+    with the reason (`renamed_config_args`); an unknown key, a missing `--config` file or a
+    numeric override that overflows its field (`numeric_override_errors`) is refused before any
+    work, and every config or data error is one line on stderr (module docstring; `--verbose`:
+    its traceback too). With --multihost every process calls
     `jax.distributed.initialize(**distributed_args(...))` first.
     """
     reexec_with_allocator()
     default_path = os.path.abspath(default_config.__file__)
     sys.argv[:] = resolve_config_paths(sys.argv, os.path.dirname(default_path))
+    missing = missing_config_files(sys.argv, os.path.dirname(default_path))
+    if missing:
+        fail(missing, 2)
     selected = selected_config(sys.argv, default_path)
     # Before the flags are defined: ml_collections reads the overrides in sys.argv right then.
     argv, warnings, errors = renamed_config_args(
         sys.argv, getattr(default_config, "RENAMED", {}), selected,
         getattr(default_config, "RENAMED_IN", None))
     if errors:
-        sys.stderr.write("\n".join(["renamed config keys:", *errors]) + "\n")
-        sys.exit(2)
+        fail("\n".join(errors), 2)   # one line per key
     for warning in warnings:
         sys.stderr.write(warning + "\n")
     sys.argv[:] = argv
-    errors = unknown_config_keys(sys.argv, selected) if selected is not None else []
-    if errors:
-        sys.stderr.write("\n".join(["unknown config keys:", *errors]) + "\n")
-        sys.exit(2)
+    if selected is not None:
+        errors = unknown_config_keys(sys.argv, selected) or numeric_override_errors(sys.argv,
+                                                                                    selected)
+        if errors:
+            fail("\n".join(errors), 2)
     flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics, plots and results: "
                         "a local path, file:///... or gs://... (any etils.epath scheme).")
     flags.DEFINE_string("compilation_cache_dir", None, "JAX's persistent compilation cache: "
@@ -264,6 +423,9 @@ def launch(train_and_evaluate: Callable[..., dict], default_config: types.Module
     flags.DEFINE_bool("prepare_only", False, "Check the config, prepare the data the run reads "
                       "(TFDS datasets, caches) and stop before the first training step, e.g. on a "
                       "CPU host before an accelerator job or before timing one.")
+    flags.DEFINE_bool("verbose", False, "A config or data error prints its traceback too (by "
+                      "default: one line naming the key or the file; any other error always "
+                      "prints its traceback).")
     flags.DEFINE_bool("multihost", False, "Call jax.distributed.initialize() before anything else.")
     flags.DEFINE_string("coordinator_address", None, "--multihost: host:port of process 0 "
                         "(default $JAX_COORDINATOR_ADDRESS; none of the three: auto-detection).")
@@ -276,6 +438,9 @@ def launch(train_and_evaluate: Callable[..., dict], default_config: types.Module
     flags.mark_flags_as_required(["workdir"])
 
     def main(argv):
+        run_reporting_errors(lambda: run(argv), flags.FLAGS.verbose)
+
+    def run(argv):
         if len(argv) > 1:
             raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
         import jax
@@ -309,4 +474,4 @@ def launch(train_and_evaluate: Callable[..., dict], default_config: types.Module
                                  "step (nothing to prepare separately)")
         train_and_evaluate(flags.FLAGS.config, paths.resolve(flags.FLAGS.workdir))
 
-    app.run(main)
+    app.run(main, flags_parser=parse_flags)

@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import tempfile
+import weakref
 
 import jax
 from absl import logging
@@ -80,8 +81,9 @@ class MetricWriter:
         self._copied: set[str] = set()
         if self.active:
             workdir.mkdir(parents=True, exist_ok=True)
-            if self._remote:
+            if self._remote:   # removed at close(), or when a run dropped it (an exception)
                 self._local_tb = tempfile.mkdtemp(prefix="ttw_tensorboard_")
+                self._remove_local = weakref.finalize(self, shutil.rmtree, self._local_tb, True)
             self._open_tb()
 
     def _open_tb(self) -> None:
@@ -138,7 +140,7 @@ class MetricWriter:
             self._tb.close()
             self._copy_out()
             if self._local_tb:
-                shutil.rmtree(self._local_tb, ignore_errors=True)
+                self._remove_local()
             self._tb = None
 
     def _copy_out(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import tempfile
 import threading
@@ -19,6 +20,7 @@ from absl import logging
 
 from ttw_jax.core import paths
 from ttw_jax.core.progress import progress as progress_report
+from ttw_jax.core.stream import NonFiniteInput
 from ttw_jax.core.train.checkpoint import Checkpointer
 from ttw_jax.core.train.logging import MetricWriter
 from ttw_jax.core.train.workdir import profile_window
@@ -71,18 +73,33 @@ def _any_process(flag: bool) -> bool:
     return bool(np.any(multihost_utils.process_allgather(np.asarray(flag))))
 
 
-def nonfinite_message(loss: float, step: int, saved: int, workdir, step_fn) -> str:
-    """The error of a non-finite training loss at `step`: the step, the batch's examples when
-    `step_fn.examples(step)` names them (all of them written to
-    `<workdir>/nonfinite_step_<step>.json` by process 0, the first 8 in the message) and where a
-    rerun resumes (`saved`, the last checkpointed step)."""
-    text = f"non-finite training loss ({loss}) at step {step} of {workdir}"
+def nonfinite_message(loss: float | None, step: int, saved: int, workdir, step_fn,
+                      source: NonFiniteInput | None = None) -> str:
+    """The error of a non-finite training loss at `step`, or of a non-finite input (`source`,
+    raised while the step read its batch, `loss` None): the step, the input's file and element,
+    the batch's examples when `step_fn.examples(step)` names them (the first 8 in the message)
+    and where a rerun resumes (`saved`, the last checkpointed step). Process 0 writes
+    `<workdir>/nonfinite_step_<step>.json`: {step, loss (null for an input), examples: [name],
+    input: {file, index, row, problem, examples: the batch's examples that name the file}}
+    (input only for `source`; the file only when there are examples or a source)."""
+    text = (f"non-finite training input at step {step} of {workdir}: {source}"
+            if source is not None else
+            f"non-finite training loss ({loss}) at step {step} of {workdir}")
     names = getattr(step_fn, "examples", lambda _: None)(step)
-    if names:
+    if names or source is not None:
         path = paths.resolve(workdir) / f"nonfinite_step_{step}.json"
+        report = {"step": step, "loss": None if loss is None else float(loss),
+                  "examples": list(names or [])}
+        if source is not None:
+            base = os.path.basename(source.file)
+            report["input"] = {"file": source.file, "index": list(source.index),
+                               "row": source.index[0] if source.index else None,
+                               "problem": source.problem,
+                               "examples": [n for n in names or [] if base in
+                                            map(os.path.basename, re.split(r"[\s,;()]+", n))]}
         if jax.process_index() == 0:
-            paths.write_text(path, json.dumps({"step": step, "loss": float(loss),
-                                               "examples": list(names)}, indent=1))
+            paths.write_text(path, json.dumps(report, indent=1))
+        names = names or []
         shown = ", ".join(names[:8]) + (f", ... ({len(names)} in all, listed in {path})"
                                         if len(names) > 8 else f" (listed in {path})")
         text += f"; its batch: {shown}"
@@ -138,7 +155,9 @@ def fit(state: Any, *, config: ml_collections.ConfigDict, workdir: str, writer: 
     without improvement. `place(tree)` puts host trees on the devices. Hosts sync every
     `config.log_every` steps, and a non-finite training `loss` then stops the run with a
     `FloatingPointError` naming its step and, when `step_fn.examples(step)` exists
-    (`Run.step_fn`), the batch's examples (the checkpoints before it are kept). A SIGTERM
+    (`Run.step_fn`), the batch's examples (the checkpoints before it are kept); so does a
+    `NonFiniteInput` raised while a step reads its batch (a streamed row), naming the file and
+    element too (`nonfinite_message`). A SIGTERM
     (preemption) checkpoints the state at the next sync and raises `Preempted` (exit status 0).
     `hooks` are called with the step number after every step. `config.profile_steps`
     ("first,last"; optional) writes a `jax.profiler` trace of those steps into
@@ -201,12 +220,19 @@ def _train(state, best_params, meta, ckpt, config, workdir, writer, step_fn, eva
     while step < config.num_steps and not meta["stopped"]:
         step += 1
         profiler.before(step)
-        if step == first:   # compilation included: what the compilation cache saves
-            t_first = time.perf_counter()
-            state, metrics = jax.block_until_ready(step_fn(state, step))
-            logging.info(FIRST_STEP_LOG, time.perf_counter() - t_first)
-        else:
-            state, metrics = step_fn(state, step)
+        try:
+            if step == first:   # compilation included: what the compilation cache saves
+                t_first = time.perf_counter()
+                state, metrics = jax.block_until_ready(step_fn(state, step))
+                logging.info(FIRST_STEP_LOG, time.perf_counter() - t_first)
+            else:
+                state, metrics = step_fn(state, step)
+        except NonFiniteInput as e:   # a streamed row read for this step's batch
+            if progress is not None:
+                progress.close()
+            ckpt.close()
+            raise FloatingPointError(nonfinite_message(None, step, meta["step"], workdir,
+                                                       step_fn, e)) from e
         profiler.after(step, state)
         pending.append(metrics)
         for hook in hooks:

@@ -17,6 +17,9 @@ A results.json (schema `SCHEMA_VERSION`) is the trainer's results dict plus two 
       dtype:       the config's compute dtype ("float32" when it has none)
       seeds:       number of seeds the numbers average over (1: a single run)
       hidden_splits: [split, ...] evaluated without references (predictions only)
+      token_limits: {config key: int}, the text lengths the run padded to (a key set to 0 is
+                    sized from the data: the longest text of the splits it loaded); only in
+                    runs that read text
 
 `title(provenance)` is the line every printed table starts with; it says "synthetic data",
 "synthetic perception" and the proxy protocol's name whenever they apply.
@@ -142,13 +145,18 @@ def device() -> dict:
 
 
 def provenance(config, *, data: dict, perception: dict = NONE, protocol: dict | None = None,
-               seeds: int = 1, hidden_splits=()) -> dict:
-    """The `provenance` block of a run of `config` (module docstring)."""
-    return {"data": data, "perception": perception,
-            "protocol": protocol or {"name": OFFICIAL}, "code": code_revision(),
-            "config_hash": config_hash(config), "device": device(),
-            "dtype": str(config.get("dtype", "float32") if hasattr(config, "get") else "float32"),
-            "seeds": int(seeds), "hidden_splits": list(hidden_splits)}
+               seeds: int = 1, hidden_splits=(), token_limits: Mapping[str, int] | None = None
+               ) -> dict:
+    """The `provenance` block of a run of `config` (module docstring); `token_limits` ({config
+    key: the limit used}) only where given."""
+    out = {"data": data, "perception": perception,
+           "protocol": protocol or {"name": OFFICIAL}, "code": code_revision(),
+           "config_hash": config_hash(config), "device": device(),
+           "dtype": str(config.get("dtype", "float32") if hasattr(config, "get") else "float32"),
+           "seeds": int(seeds), "hidden_splits": list(hidden_splits)}
+    if token_limits:
+        out["token_limits"] = {k: int(v) for k, v in token_limits.items()}
+    return out
 
 
 def tags(prov: Mapping) -> list[str]:

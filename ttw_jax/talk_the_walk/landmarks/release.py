@@ -28,7 +28,7 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from ttw_jax.core import paths
-from ttw_jax.core.records import RecordFormatError, read_json
+from ttw_jax.core.records import RecordFormatError, nonfinite_problem, read_json
 
 VIEWS = ("N1", "N2", "E1", "E2", "S1", "S2", "W1", "W2")
 RESNET_FILE = "resnetfeat.json"
@@ -74,7 +74,8 @@ def _require(path: str) -> None:
 def read_resnet(path: str, neighborhoods: Iterable[str] | None = None
                 ) -> dict[str, dict[str, np.ndarray]]:
     """{nbh: {view key: (D,) float32}} from `resnetfeat.json` (every neighbourhood in the file,
-    or only `neighborhoods`). All vectors must have one length D and be finite."""
+    or only `neighborhoods`). All vectors must have one length D and be finite as stored and as
+    float32."""
     _require(path)
     obj = read_json(path, FeatureFormatError, SOURCE_HINT)
     if not isinstance(obj, dict):
@@ -88,20 +89,27 @@ def read_resnet(path: str, neighborhoods: Iterable[str] | None = None
         if not isinstance(views, dict):
             raise _fail(path, f"neighbourhood {nbh!r}", "expected an object mapping view keys to "
                                                         f"feature lists, got {type(views).__name__}")
-        out[nbh] = {}
+        raw = {}
         for key, vec in views.items():
             where = f"neighbourhood {nbh!r}, key {key!r}"
             _check_view_key(path, where, key)
             arr = np.asarray(vec) if isinstance(vec, list) else None
             if arr is None or arr.ndim != 1 or arr.dtype.kind not in "fi" or not len(arr):
                 raise _fail(path, where, "expected a non-empty flat list of numbers")
-            if not np.isfinite(arr).all():
-                raise _fail(path, where, f"non-finite value at element {int(np.argmin(np.isfinite(arr)))}")
             dim = len(arr) if dim is None else dim
             if len(arr) != dim:
                 raise _fail(path, where, f"expected {dim} numbers (the length of the first vector), "
                                          f"got {len(arr)}")
-            out[nbh][key] = arr.astype(np.float32)
+            raw[key] = arr
+        # finite as stored and as float32, the dtype the vectors are used in: one check per
+        # neighbourhood, then the first bad vector's own message
+        keys = list(raw)
+        problem = nonfinite_problem(np.stack([raw[k] for k in keys]), np.float32) if keys else None
+        if problem:
+            bad = next(k for k in keys if nonfinite_problem(raw[k], np.float32))
+            raise _fail(path, f"neighbourhood {nbh!r}, key {bad!r}",
+                        nonfinite_problem(raw[bad], np.float32))
+        out[nbh] = {k: a.astype(np.float32) for k, a in raw.items()}
     return out
 
 

@@ -129,6 +129,8 @@ def validate_dialogue(ep, path: str, index: int) -> None:
     dialog = ep["dialog"]
     if not isinstance(dialog, list):
         raise check.fail("dialog", f"expected a list of acts, got {type(dialog).__name__}")
+    if not dialog:
+        raise check.fail("dialog", "an empty dialogue (no act)")
     for j, act in enumerate(dialog):
         field = f"dialog[{j}]"
         if not isinstance(act, dict):
@@ -148,8 +150,9 @@ def validate_dialogue(ep, path: str, index: int) -> None:
         if not isinstance(act["episode_done"], bool):
             raise check.fail(f"{field}.episode_done",
                              f"expected a boolean, got {act['episode_done']!r}")
-        if not is_number(act["time"]):
-            raise check.fail(f"{field}.time", f"expected a number, got {act['time']!r}")
+        if not is_number(act["time"]) or act["time"] < 0:
+            raise check.fail(f"{field}.time", f"expected a timestamp (a finite number >= 0), "
+                                              f"got {act['time']!r}")
 
 
 def validate_configuration(cfg, path: str, index: int) -> None:

@@ -21,11 +21,12 @@ from typing import Sequence
 import numpy as np
 
 from ttw_jax.core import paths
-from ttw_jax.core.records import damaged
-from ttw_jax.core.stream import LazyRows
+from ttw_jax.core.records import damaged, first_nonfinite, nonfinite_problem
+from ttw_jax.core.stream import LazyRows, NonFiniteInput
 from ttw_jax.touchdown.sdr.synthetic import iter_synthetic_sdr_examples
 
 PAPER_FEATURE_SHAPE = (100, 464, 128)   # the release's ResNet-18 features per panorama
+FEATURE_DTYPE = np.float16              # the dtype the views are read in (`panorama_rows`)
 
 
 def panorama_rows(files: Sequence[str], pano: np.ndarray, shape: Sequence[int]) -> LazyRows:
@@ -33,18 +34,23 @@ def panorama_rows(files: Sequence[str], pano: np.ndarray, shape: Sequence[int]) 
     pano = np.asarray(pano)
 
     return LazyRows(lambda i: read_feature_map(files[pano[i]], shape), len(pano), shape,
-                    np.float16)
+                    FEATURE_DTYPE)
 
 
 def read_feature_map(path: str, shape: Sequence[int]) -> np.ndarray:
-    """One panorama's feature map `<panoid>.npy`, of `shape` and finite (ValueError naming the
-    file for a damaged file, another shape, NaN or inf)."""
+    """One panorama's feature map `<panoid>.npy`, of `shape`, floating point and finite as
+    stored and as `FEATURE_DTYPE`, the dtype the views are read in (ValueError naming the file
+    for a damaged file, another shape or dtype; `NonFiniteInput`, a ValueError, for NaN or inf,
+    a value float16 cannot hold)."""
     with damaged(path, ValueError):
         x = paths.load_numpy(path)
     if x.shape != tuple(shape):
         raise ValueError(f"{path}: shape {x.shape}, expected {tuple(shape)}")
-    if not np.isfinite(x).all():
-        raise ValueError(f"{path}: non-finite values (NaN or inf) in the feature map")
+    if x.dtype.kind != "f":
+        raise ValueError(f"{path}: dtype {x.dtype}, expected floating point (float16)")
+    bad = first_nonfinite(x, FEATURE_DTYPE)
+    if bad:   # a run stops at the step that reads it (`nonfinite_step_<n>.json`)
+        raise NonFiniteInput(path, bad[0], nonfinite_problem(x, FEATURE_DTYPE))
     return x
 
 
