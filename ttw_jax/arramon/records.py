@@ -61,10 +61,9 @@ position is `ASSEMBLY_ORIGIN`; a cell is `CELL` = 1.5 units (`assembly_world`).
 """
 from __future__ import annotations
 
-import json
 from typing import Any, Mapping
 
-from ttw_jax.core.records import (Fields, RecordFormatError, is_int, is_string, list_of,
+from ttw_jax.core.records import (Fields, RecordFormatError, copies, is_int, is_string, list_of,
                                   quantity_problem, read_json_list, shown)
 
 SOURCE_HINT = ("ArraMon instances are in the official release, github.com/hyounghk/ArraMon, "
@@ -304,25 +303,24 @@ def instance_where(path: str, index: int, inst: Any) -> str:
 
 def validated(path: str, data: list) -> tuple[list[dict], list[tuple[int, ArramonFormatError]]]:
     """(the valid instances of `data`, the list read from `path`, in order; (index, error) of
-    each other one): an instance that does not validate (`validate_instance`) or repeats an
-    earlier one exactly (it would count twice in the metrics)."""
-    valid, errors, seen = [], [], {}
+    each other one, in order): an instance that does not validate (`validate_instance`) or
+    repeats an earlier valid one exactly (`core.records.copies`: it would count twice in the
+    metrics)."""
+    good, errors = [], []
     for i, inst in enumerate(data):
-        where = instance_where(path, i, inst)
         try:
-            validate_instance(inst, where)
+            validate_instance(inst, instance_where(path, i, inst))
+            good.append(i)
         except ArramonFormatError as e:
             errors.append((i, e))
-            continue
-        key = json.dumps(inst, sort_keys=True)
-        if key in seen:
-            errors.append((i, ArramonFormatError(
-                f"{where}: a copy of instance {seen[key]} (mapId {inst['mapId']}): it would "
-                "count twice in the metrics")))
-            continue
-        seen[key] = i
-        valid.append(inst)
-    return valid, errors
+    for k, earlier in copies([data[i] for i in good]):
+        i, j = good[k], good[earlier]
+        errors.append((i, ArramonFormatError(
+            f"{instance_where(path, i, data[i])}: a copy of instance {j} (mapId "
+            f"{data[i]['mapId']}): it would count twice in the metrics")))
+    errors.sort(key=lambda e: e[0])
+    bad = {i for i, _ in errors}
+    return [data[i] for i in good if i not in bad], errors
 
 
 def read_instance_list(path: str) -> list:

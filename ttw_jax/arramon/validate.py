@@ -89,13 +89,6 @@ def check_vocab(path: str) -> None:
                                     "(every line of the official file does): truncated?")
 
 
-def listed(folder: str, pattern: re.Pattern) -> list[str]:
-    """The files of `folder` whose names match `pattern`, sorted (none when it is absent)."""
-    if not paths.isdir(folder):
-        return []
-    return [paths.join(folder, n) for n in sorted(paths.listdir(folder)) if pattern.fullmatch(n)]
-
-
 def needed_features(features_dir: str, rec: Mapping, poses: Mapping) -> list[str]:
     """The feature files `features.pack` reads for one instance: each phase's recorded steps
     among its demonstration's actions (FeatureFormatError naming the pose file when a phase's
@@ -130,7 +123,7 @@ def check_features(features_dir: str, records: list[Mapping], bodies: bool = Tru
     if not paths.isdir(features_dir):
         return [f"{features_dir}: not a folder. {af.HINT}"], 0, {}
     problems, checked, read = [], 0, {}      # read: pose-file mapId -> Poses, None when bad
-    for path in listed(paths.join(features_dir, af.POS_DIR), POSE_FILE):
+    for path in paths.list_files(paths.join(features_dir, af.POS_DIR), POSE_FILE.fullmatch):
         map_id = POSE_FILE.fullmatch(os.path.basename(path)).group(1)
         checked += 1
         try:
@@ -153,7 +146,7 @@ def check_features(features_dir: str, records: list[Mapping], bodies: bool = Tru
         except ERRORS as e:
             problems.append(problem_line(af.pose_path(features_dir, map_id), e))
             poses[map_id] = None             # one line per pose file
-    present = listed(paths.join(features_dir, af.VFEAT_DIR), FEATURE_FILE)
+    present = paths.list_files(paths.join(features_dir, af.VFEAT_DIR), FEATURE_FILE.fullmatch)
     for path in present:
         checked += 1
         try:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import io
 import os
 
+from typing import Callable
+
 import numpy as np
 from etils import epath
 
@@ -87,6 +89,22 @@ def listdir(p: PathLike) -> list[str]:
     if not folder.is_dir():
         raise FileNotFoundError(f"{p}: no such folder")
     return [c.name for c in folder.iterdir()]
+
+
+def list_files(folder: PathLike, match: Callable[[str], bool], subfolders: bool = False
+               ) -> list[str]:
+    """The paths of the files in `folder` whose names `match` (and, with `subfolders`, of those
+    one folder down), in sorted name order; none when `folder` is absent."""
+    if not isdir(folder):
+        return []
+    out = []
+    for name in sorted(listdir(folder)):
+        path = join(folder, name)
+        if match(name):
+            out.append(path)
+        elif subfolders and isdir(path):
+            out += [join(path, n) for n in sorted(listdir(path)) if match(n)]
+    return out
 
 
 def open_binary(p: PathLike):

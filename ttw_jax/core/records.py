@@ -10,10 +10,11 @@ malformed JSON.
 Values: an integer is a Python or numpy integer, not a bool (`is_int`); a number is an integer or
 a Python / numpy float, not a bool, and finite (`is_number`). `Fields` reads the fields of one
 record with these rules; its messages are `{where}: missing field 'name'`, `{where}: field
-'name' is not WHAT: VALUE` (`Fields.bad`) and `{where}: field 'name': PROBLEM` (`Fields.fail`). Numeric fields of every system follow one rule,
-`QUANTITIES` (`quantity_problem`, `Fields.quantity`: headings, angles, distances, coordinates,
-times finite and in range), and every feature array one more (`nonfinite_problem`: finite in the
-dtype it is stored in and in the dtype it is used in).
+'name' is not WHAT: VALUE` (`Fields.bad`) and `{where}: field 'name': PROBLEM` (`Fields.fail`).
+Numeric fields of every system follow one rule, `QUANTITIES` (`quantity_problem`,
+`Fields.quantity`: headings, angles, distances, coordinates, times finite and in range), and every
+feature array one more (`nonfinite_problem`: finite in the dtype it is stored in and in the dtype
+it is used in); `copies` finds records repeated exactly.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import math
 import tokenize
 import zipfile
 import zlib
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -204,6 +205,21 @@ def shown(value: Any, limit: int = 80) -> str:
     """`repr(value)`, cut to `limit` characters."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def copies(items: Sequence[Any]) -> list[tuple[int, int]]:
+    """(index, index of the first equal item before it) of each item of a list of JSON values
+    that repeats an earlier one exactly (compared as canonical JSON): a copied record or episode
+    would count twice in training and in the metrics."""
+    first: dict[str, int] = {}
+    out = []
+    for i, item in enumerate(items):
+        key = json.dumps(item, sort_keys=True)
+        if key in first:
+            out.append((i, first[key]))
+        else:
+            first[key] = i
+    return out
 
 
 # One rule for the numeric fields of every system: a value of a kind is finite and inside its

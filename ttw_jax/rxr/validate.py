@@ -31,7 +31,7 @@ import os
 import zipfile
 import zlib
 from collections import Counter
-from typing import Iterator, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -152,21 +152,6 @@ class AnyGuide(Mapping):
         return 0
 
 
-def listed_files(manual_dir: str, folder: str, suffixes: tuple[str, ...]) -> Iterator[str]:
-    """The files of `manual_dir/folder` and of its subfolders (one level) whose names end in one
-    of `suffixes`, sorted."""
-    top = os.path.join(manual_dir, folder)
-    if not paths.isdir(top):
-        return
-    for name in sorted(paths.listdir(top)):
-        path = os.path.join(top, name)
-        if name.endswith(suffixes):
-            yield path
-        elif paths.isdir(path):
-            yield from (os.path.join(path, n) for n in sorted(paths.listdir(path))
-                        if n.endswith(suffixes))
-
-
 def check_archive(path: str) -> None:
     """Checks only the directory of a pose-trace or text-feature `.npz` (the end of the file),
     or the header and size of an `.npy` (PoseTraceError naming the file)."""
@@ -281,12 +266,18 @@ class Bodies:
     def check_listed(self) -> None:
         """Checks, each on its own, the pose traces and text-feature files in the release's
         folders that no record read named (those of a bad annotation file among them)."""
-        for path in listed_files(self.manual_dir, "pose_traces", (TRACE_SUFFIX,)):
+        for path in self.listed("pose_traces", (TRACE_SUFFIX,)):
             self.pose_trace(path, None, None)
         for folder in ("text_features", "pose_traces"):
-            for path in listed_files(self.manual_dir, folder, (TEXT_SUFFIX, ".npy")):
+            for path in self.listed(folder, (TEXT_SUFFIX, ".npy")):
                 if folder == "text_features" or path.endswith(TEXT_SUFFIX):
                     self.text_features(path)
+
+    def listed(self, folder: str, suffixes: tuple[str, ...]) -> list[str]:
+        """The files of the release's `folder` and of its split folders whose names end in one
+        of `suffixes`."""
+        return paths.list_files(paths.join(self.manual_dir, folder),
+                                lambda name: name.endswith(suffixes), subfolders=True)
 
     def report(self) -> list[str]:
         """The bad files' lines, the text features of an odd width, and one line per kind of

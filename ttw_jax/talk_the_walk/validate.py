@@ -21,12 +21,11 @@ episode / entry / key and field) and goes on.
 """
 from __future__ import annotations
 
-import json
 import os
 
 from ttw_datasets.talk_the_walk.talk_the_walk_dataset_builder import configuration_windows
 from ttw_jax.core import paths
-from ttw_jax.core.records import RecordFormatError, problem_line
+from ttw_jax.core.records import RecordFormatError, copies, problem_line
 from ttw_jax.talk_the_walk import maps
 from ttw_jax.talk_the_walk.landmarks import features as lf, release
 from ttw_jax.talk_the_walk.language import dialogues as td
@@ -74,16 +73,14 @@ def check_dialogues(data_dir: str) -> tuple[list[str], int, dict[str, str]]:
 
 
 def _empty_or_repeated(path: str, items: list, what: str) -> str | None:
-    """The problem of a file whose list of `what`s is empty or holds one twice (it would count
-    twice in training and in the metrics), or None."""
+    """The problem of a file whose list of `what`s is empty or holds one twice
+    (`core.records.copies`: it would count twice in training and in the metrics), or None."""
     if not items:
         return f"{path}: no {what} (an empty list)"
-    seen = {}
-    for i, item in enumerate(items):
-        key = json.dumps(item, sort_keys=True)
-        if key in seen:
-            return f"{path}: {what} {i}: repeats {what} {seen[key]}"
-        seen[key] = i
+    repeated = copies(items)
+    if repeated:
+        i, earlier = repeated[0]
+        return f"{path}: {what} {i}: repeats {what} {earlier}"
     return None
 
 
