@@ -308,8 +308,7 @@ def run_provenance(config: ml_collections.ConfigDict, hidden: Sequence[str],
     return provenance.provenance(config, data=data, perception=seen,
                                  protocol=run_protocol(config), seeds=seeds,
                                  hidden_splits=hidden,
-                                 token_limits=None if max_tokens is None
-                                 else {"data.max_tokens": max_tokens})
+                                 token_limits={"data.max_tokens": max_tokens})
 
 
 def add_features(ep: dict, walkable, records: Sequence[dict], d: ml_collections.ConfigDict):

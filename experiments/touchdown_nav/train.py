@@ -119,8 +119,7 @@ def run_provenance(config: ml_collections.ConfigDict, width: int | None,
                            d.graph_dir or None)
     return prov.provenance(config, data=data, perception=perception_provenance(config, width),
                            hidden_splits=HIDDEN_SPLITS,
-                           token_limits=None if max_tokens is None
-                           else {"data.max_tokens": max_tokens})
+                           token_limits={"data.max_tokens": max_tokens})
 
 
 def truncation(config: ml_collections.ConfigDict) -> str:

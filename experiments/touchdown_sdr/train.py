@@ -171,8 +171,7 @@ def run_provenance(config: ml_collections.ConfigDict, width: int | None,
     data = data_entry(config)
     return prov.provenance(config, data=data, perception=perception_entry(config, data, width),
                            hidden_splits=HIDDEN_SPLITS,
-                           token_limits=None if max_tokens is None
-                           else {"data.max_tokens": max_tokens})
+                           token_limits={"data.max_tokens": max_tokens})
 
 
 def official_vocabulary(manual_dir: str) -> OfficialVocabulary:

@@ -145,17 +145,18 @@ def device() -> dict:
 
 
 def provenance(config, *, data: dict, perception: dict = NONE, protocol: dict | None = None,
-               seeds: int = 1, hidden_splits=(), token_limits: Mapping[str, int] | None = None
-               ) -> dict:
+               seeds: int = 1, hidden_splits=(),
+               token_limits: Mapping[str, int | None] | None = None) -> dict:
     """The `provenance` block of a run of `config` (module docstring); `token_limits` ({config
-    key: the limit used}) only where given."""
+    key: the limit used, None where the run used none}) only where one is given."""
     out = {"data": data, "perception": perception,
            "protocol": protocol or {"name": OFFICIAL}, "code": code_revision(),
            "config_hash": config_hash(config), "device": device(),
            "dtype": str(config.get("dtype", "float32") if hasattr(config, "get") else "float32"),
            "seeds": int(seeds), "hidden_splits": list(hidden_splits)}
-    if token_limits:
-        out["token_limits"] = {k: int(v) for k, v in token_limits.items()}
+    limits = {k: int(v) for k, v in (token_limits or {}).items() if v is not None}
+    if limits:
+        out["token_limits"] = limits
     return out
 
 
