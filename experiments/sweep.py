@@ -3,6 +3,14 @@ r"""Any experiment over several seeds, one table of mean +- std.
   python -m experiments.sweep --experiment=touchdown_nav --seeds=3 --workdir=/tmp/sweep_ga
   python -m experiments.sweep --experiment=touchdown_sdr --seeds=0,1,2 --workdir=/tmp/sweep_concat \
       --config.model.name=concat
+  python -m experiments.sweep --experiment=touchdown_nav --seeds=3 --parallel --workdir=/tmp/p_ga
+
+`--parallel` trains the seeds in one program (the launcher's `--config.num_seeds=3` for three:
+the seed on a leading array axis, `ttw_jax.core.train.seeds`), in the same `s<seed>/` layout and
+table; the seeds must then be consecutive. On the seed axis: touchdown_nav, rxr, arramon (in the
+simulator, both `train_update`s) and ttw_emergent; the other trainers, ArraMon on the recorded
+features and every `baselines` mode run the seeds in turn (`seeds.sequential_seeds`, which says
+so in the log).
 
 `--experiment` names a folder of `experiments/` (its launcher's flags follow: `--config`,
 `--config.<key>=...`); `--seeds` is a count N (seeds 0 .. N-1) or a list. Every run is the
@@ -18,17 +26,10 @@ number the runs report (not `schema_version` nor the `provenance` block).
 from __future__ import annotations
 
 import importlib
-import json
 import sys
-from typing import Callable, Sequence
 
-import ml_collections
-import numpy as np
-
-from ttw_jax.core import paths
-from ttw_jax.core.train import provenance
-
-NOT_METRICS = ("config", "schema_version", "provenance")
+from ttw_jax.core.train.seeds import (num_seeds, numbers, run_seeds, summarize,  # noqa: F401
+                                      sweep_provenance, to_markdown, train_or_read)
 
 
 def seed_list(text: str) -> list[int]:
@@ -42,106 +43,18 @@ def seed_list(text: str) -> list[int]:
     return [int(p) for p in parts]
 
 
-def numbers(tree, prefix: str = "") -> dict[str, float]:
-    """{"a/b/c": value} of every number in a results dict (booleans and `NOT_METRICS` skipped)."""
-    out = {}
-    for k, v in tree.items():
-        if k in NOT_METRICS:
-            continue
-        key = f"{prefix}/{k}" if prefix else str(k)
-        if isinstance(v, dict):
-            out.update(numbers(v, key))
-        elif isinstance(v, (int, float)) and not isinstance(v, bool) and v is not None:
-            out[key] = float(v)
-    return out
+def run_parallel(train_and_evaluate, config, workdir, seeds: list[int]) -> dict:
+    """The seeds in one program: `config.seed` the first, `config.num_seeds` their number
+    (consecutive seeds only); returns the summary."""
+    if seeds != list(range(seeds[0], seeds[0] + len(seeds))):
+        raise ValueError(f"--parallel trains consecutive seeds (seed .. seed + N - 1), got {seeds}")
+    if "num_seeds" not in config:
+        raise ValueError("--parallel: this experiment's config has no num_seeds key")
+    config.seed, config.num_seeds = seeds[0], len(seeds)
+    return train_and_evaluate(config, workdir)["summary"]
 
 
-def summarize(results: Sequence[dict]) -> dict[str, tuple[float, float]]:
-    """{path: (mean, std over the runs)} of the numbers every run reports."""
-    flat = [numbers(r) for r in results]
-    common = [k for k in flat[0] if all(k in f for f in flat)]
-    return {k: (float(np.mean([f[k] for f in flat])), float(np.std([f[k] for f in flat])))
-            for k in common}
-
-
-def to_markdown(summary: dict[str, tuple[float, float]], title: str) -> str:
-    """Rows: each path without its last part (`test/ga`); columns: the last parts (`tc`)."""
-    rows: dict[str, dict[str, tuple[float, float]]] = {}
-    for path, ms in summary.items():
-        row, _, col = path.rpartition("/")
-        rows.setdefault(row or "(run)", {})[col] = ms
-    cols = []
-    for r in rows.values():
-        cols += [c for c in r if c not in cols]
-    lines = [title, "", "| result | " + " | ".join(cols) + " |", "|" + " --- |" * (len(cols) + 1)]
-    for name, r in rows.items():
-        cells = [f"{r[c][0]:.4g} +- {r[c][1]:.2g}" if c in r else "" for c in cols]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def train_or_read(train_and_evaluate: Callable[..., dict], config: ml_collections.ConfigDict,
-                  rdir) -> dict:
-    """The results of `config`'s run in `rdir`: read back if it finished (a finished run of
-    another config there is refused), else trained (resuming from its checkpoints). A file of
-    an earlier schema is read under the renamed keys (`provenance.read_results`), and a metric
-    it selected by an old name (`eval.metric=acc@80`) counts as the new one."""
-    done = rdir / "results.json"
-    if not done.exists():
-        return train_and_evaluate(config, rdir)
-    res = provenance.read_results(done)
-    # Compared as JSON holds it: a tuple of the config (e.g. ArraMon's data.partition) is a
-    # list in results.json.
-    if _renamed_metrics(res["config"]) != json.loads(json.dumps(config.to_dict())):
-        raise ValueError(f"{rdir} holds a finished run of another config; choose a new "
-                         "--workdir")
-    return res
-
-
-def _renamed_metrics(tree):
-    """`tree` (a config dict) with each `...metric` set to a renamed result key set to the new
-    one."""
-    if not isinstance(tree, dict):
-        return tree
-    return {k: (provenance.RENAMED_RESULT_KEYS.get(v, v) if k == "metric" and isinstance(v, str)
-                else _renamed_metrics(v)) for k, v in tree.items()}
-
-
-def run_seeds(train_and_evaluate: Callable[..., dict], config: ml_collections.ConfigDict,
-              workdir: paths.PathLike, seeds: Sequence[int], name: str) -> dict:
-    """Trains (or reads back) one run per seed and writes the table; returns the summary."""
-    import jax
-    from ttw_jax.core.train.workdir import write_json
-    workdir = paths.resolve(workdir)
-    results = []
-    for seed in seeds:
-        c = ml_collections.ConfigDict(config.to_dict())
-        c.seed = seed
-        results.append(train_or_read(train_and_evaluate, c, workdir / f"s{seed}"))
-    summary = summarize(results)
-    prov = sweep_provenance(results)
-    if jax.process_index() == 0:
-        write_json(workdir / "sweep.json", {"schema_version": provenance.SCHEMA_VERSION,
-                                            "experiment": name, "seeds": list(seeds),
-                                            "summary": summary, "provenance": prov}, indent=2)
-        table = to_markdown(summary, f"{name}, mean +- std over seeds {list(seeds)}")
-        if prov:
-            table = provenance.title(prov) + "\n\n" + table
-        paths.write_text(workdir / "sweep.md", table + "\n")
-        print(table)
-    return summary
-
-
-def sweep_provenance(results: Sequence[dict]) -> dict | None:
-    """The first run's provenance with `seeds` the number of runs (None when a run was written
-    before results carried one)."""
-    provs = [r.get("provenance") for r in results]
-    if not provs or any(p is None for p in provs):
-        return None
-    return dict(provs[0], seeds=len(results) * provs[0]["seeds"])
-
-
-def experiment_name(argv: Sequence[str]) -> str:
+def experiment_name(argv) -> str:
     for a in argv:
         if a.startswith("--experiment="):
             return a.split("=", 1)[1]
@@ -158,5 +71,14 @@ if __name__ == "__main__":
     default = importlib.import_module(f"experiments.{name}.configs.default")
     flags.DEFINE_string("experiment", None, "A folder of experiments/: its trainer and configs.")
     flags.DEFINE_string("seeds", "3", "A count N (seeds 0 .. N-1) or a comma list of seeds.")
-    launch(lambda config, workdir: run_seeds(train.train_and_evaluate, config, workdir,
-                                             seed_list(flags.FLAGS.seeds), name), default)
+    flags.DEFINE_bool("parallel", False, "Train the seeds in one program (config.num_seeds).")
+
+    def sweep(config, workdir):
+        seeds = seed_list(flags.FLAGS.seeds)
+        if num_seeds(config) != 1:
+            raise ValueError("set the seeds with --seeds (and --parallel), not config.num_seeds")
+        if flags.FLAGS.parallel:
+            return run_parallel(train.train_and_evaluate, config, workdir, seeds)
+        return run_seeds(train.train_and_evaluate, config, workdir, seeds, name)
+
+    launch(sweep, default)

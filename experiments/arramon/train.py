@@ -23,8 +23,6 @@ instructions are refused unless `data.allow_synthetic_perception`.
 """
 from __future__ import annotations
 
-import os
-import zlib
 from typing import Callable, Sequence
 
 import jax
@@ -32,21 +30,25 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 from flax.training import train_state
+from jax.sharding import NamedSharding, PartitionSpec as P
 
 from ttw_datasets.arramon import arramon_dataset_builder as arramon_builder
-from ttw_jax.core import paths, tfds as ttw_tfds
+from ttw_jax.core import tfds as ttw_tfds
 from ttw_jax.arramon import (dataset as arramon_data, episodes as ae, evaluation as arr_eval,
                              figures, metrics as arramon_metrics, predictions,
                              records as arramon_records, views as arramon_view)
 from ttw_jax.arramon import features as arramon_features, losses, render
 from ttw_jax.arramon.model import PhaseAgent, num_params
+from ttw_jax.arramon.training_data import (TF_KEYS, add_features, feature_turn_examples,  # noqa: F401
+                                           load_data, load_records, partition, rendered_views,
+                                           symbolic_views, truncation, uses_features, vocab_path)
 from ttw_jax.core.chunks import map_in_chunks
 from ttw_jax.core.stream import BatchStream
 from ttw_jax.core.train import data_parallel as dp, provenance
 from ttw_jax.core.train.run import (EVAL, INIT, STEPS, DataWait, Run, check_eval, make_optimizer,
                                     mean_over_seeds, seed_keys, splits)
 from ttw_jax.core.train.precision import with_dtype
-from ttw_jax.core.vocab import Vocabulary, token_limit
+from ttw_jax.core.train.seeds import sequential_seeds
 
 RESUMABLE_CHANGES = ("patience", "eval.batch_size", "eval.baselines", "eval.baseline_seeds",
                      "eval.perfect_navigation", "eval.num_figures",
@@ -97,136 +99,9 @@ NEAREST_POSE = provenance.protocol(
         "position, then heading)")
 # An entity of the simulator's symbolic view (`views`): pattern, colour, type ids and geometry.
 SYMBOLIC_WIDTH = 3 + arramon_view.GEO_DIM
-PARTITIONS = ("partition_train", "partition_dev", "partition_test")
 NUM_TYPES = len(arramon_records.TYPES)
 NUM_ATTRS = (ae.NUM_ATTRIBUTES[0], ae.NUM_ATTRIBUTES[1],
              NUM_TYPES + 1 + arramon_view.NUM_WALLS)
-
-
-def partition(records: Sequence[dict], fractions: Sequence[float]) -> dict[str, list[dict]]:
-    """{partition_train, partition_dev, partition_test}: records split by crc32 of `mapId`
-    (stable across runs and machines; every official split has it, and instances of one map
-    stay together) with the given (train, dev) fractions."""
-    lo, hi = round(100 * fractions[0]), round(100 * (fractions[0] + fractions[1]))
-    out: dict[str, list[dict]] = {name: [] for name in PARTITIONS}
-    for r in records:
-        bucket = zlib.crc32(str(r["mapId"]).encode()) % 100
-        out[PARTITIONS[0 if bucket < lo else 1 if bucket < hi else 2]].append(r)
-    return out
-
-
-def load_records(d: ml_collections.ConfigDict, wanted) -> tuple[dict, dict]:
-    """({split: instances} for the `wanted` splits of config.data `d` (partitions included),
-    {split: the split whose walkable map it uses})."""
-    sources = sorted({s for s in wanted if s not in PARTITIONS}
-                     | ({d.partition_split} if d.partition_split else set()))
-    records = arramon_data.load_split_records(d.tfds_config, sources, tfds_dir=d.tfds_dir or None,
-                                              manual_dir=d.manual_dir or None)
-    walk_source = {s: s for s in sources}
-    if d.partition_split:
-        records.update(partition(records[d.partition_split], d.partition))
-        walk_source.update({p: d.partition_split for p in PARTITIONS})
-        check_partitions(d, records, wanted)
-    elif any(s in PARTITIONS for s in wanted):
-        raise ValueError("partition_* splits need config.data.partition_split")
-    return records, walk_source
-
-
-def split_file(d: ml_collections.ConfigDict, split: str) -> str:
-    """Where config.data `d`'s `split` comes from: its file in `data.manual_dir`, or the
-    synthetic generator's split."""
-    if d.tfds_config == "synthetic":
-        return f"the synthetic {split} split (seed {arramon_data.synthetic_seed(split)})"
-    name = arramon_builder.MANUAL_FILES[d.tfds_config][split]
-    return os.path.join(d.manual_dir, name) if d.manual_dir else \
-        f"{name} of the prepared arramon/{d.tfds_config}"
-
-
-def check_partitions(d: ml_collections.ConfigDict, records: dict, wanted) -> None:
-    """ValueError naming the partition, the split file, the fractions and the instance count
-    when a partition the run uses (`wanted`) holds no instance (a small file)."""
-    for name in PARTITIONS:
-        if name in wanted and not records[name]:
-            n = len(records[d.partition_split])
-            raise ValueError(
-                f"{name} is empty: data.partition={tuple(d.partition)} (train, dev; test the "
-                f"rest) puts none of the {n} instances of {split_file(d, d.partition_split)} "
-                f"(data.partition_split={d.partition_split!r}) in it (instances go by crc32 "
-                "of mapId, a map's instances together); use a larger file, other fractions or "
-                "another split for it (e.g. data.dev_split=val_seen)")
-
-
-def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
-    """Vocabulary, padded episodes and walkable maps of every split the config names."""
-    d = config.data
-    wanted = sorted({d.train_split, d.dev_split, *splits(d.eval_splits)})
-    records, walk_source = load_records(d, wanted)
-    if d.vocab_file:
-        vocab = ae.read_vocab_file(vocab_path(d))
-    else:
-        vocab = Vocabulary.load_or_build(
-            paths.resolve(workdir) / "vocab.json",
-            (s for r in records[d.train_split] for key in ("navi_inst_gt", "assem_inst_gt")
-             for s in r["instructions"][key]), save=jax.process_index() == 0)
-    # The walkable map belongs to the source split (a partition shares its split's map).
-    maps = {s: ae.walkable_for(records[s]) for s in sorted(set(walk_source[w] for w in wanted))}
-    max_tokens = token_limit(d.max_tokens, (t for s in wanted for r in records[s]
-                                            for key in ("navi_inst_gt", "assem_inst_gt")
-                                            for t in r["instructions"][key]))
-    episodes, walkable = {}, {}
-    for s in wanted:
-        src = walk_source[s]
-        walk, index = maps[src]
-        if src != s:                  # a partition: map indices of its records in the source
-            pos = {id(r): i for i, r in enumerate(records[src])}
-            index = index[[pos[id(r)] for r in records[s]]]
-        episodes[s] = ae.episodes(records[s], vocab, max_tokens, d.max_objects, index,
-                                  truncation(config))
-        walkable[s] = walk
-        if uses_features(config):
-            add_features(episodes[s], walk, records[s], d)
-        if rendered_views(config):
-            episodes[s].update(render.demonstration_keys(walk, episodes[s]))
-    return dict(vocab=vocab, episodes=episodes, walkable=walkable,
-                records={s: records[s] for s in wanted}, max_tokens=max_tokens)
-
-
-def vocab_path(d: ml_collections.ConfigDict) -> str:
-    """`data.vocab_file`: a bare file name ("na_vocab.txt") is read from `data.manual_dir`, where
-    the release keeps it beside train.json; any other path as given."""
-    f = d.vocab_file
-    return os.path.join(d.manual_dir, f) if d.manual_dir and os.path.basename(f) == f else f
-
-
-def truncation(config: ml_collections.ConfigDict) -> str:
-    """How an instruction longer than `data.max_tokens` is treated: nothing reads the text in
-    `baselines` mode ("ignore"); the release's instructions are never cut ("error", naming the
-    longest); synthetic ones are cut with a warning."""
-    if config.mode == "baselines":
-        return "ignore"
-    return "warn" if config.data.tfds_config == "synthetic" else "error"
-
-
-def uses_features(config: ml_collections.ConfigDict) -> bool:
-    """Does the run read the release's recorded image features (`data.features_dir`, a model
-    with vision)? L/O and the baselines see nothing."""
-    return bool(config.data.features_dir) and config.mode == "train" and config.model.name != "lo"
-
-
-def symbolic_views(config: ml_collections.ConfigDict) -> bool:
-    """Does the agent see the simulator's symbolic views (`views`), a synthetic stand-in for the
-    release's images: a trained V/L or V/O without `data.features_dir`."""
-    return (config.mode == "train" and config.model.name != "lo" and not config.data.features_dir
-            and not config.data.rendered_views)
-
-
-def rendered_views(config: ml_collections.ConfigDict) -> bool:
-    """Does the agent see rendered image features (`ttw_jax.arramon.render`, synthetic cities
-    only): a trained V/L or V/O with `data.rendered_views`, evaluated with the true view at its
-    own pose and, as a second row, with the nearest recorded pose's view (the proxy of runs on
-    the release's features)."""
-    return (config.mode == "train" and config.model.name != "lo" and config.data.rendered_views
-            and not config.data.features_dir)
 
 
 def perceptions(config: ml_collections.ConfigDict) -> dict:
@@ -311,47 +186,6 @@ def run_provenance(config: ml_collections.ConfigDict, hidden: Sequence[str],
                                  token_limits={"data.max_tokens": max_tokens})
 
 
-def add_features(ep: dict, walkable, records: Sequence[dict], d: ml_collections.ConfigDict):
-    """Adds a split's recorded features to its episodes (`ttw_jax.arramon.features`): per
-    phase `{phase}_feats` [N, 2, T, 49, 2048] float16 (rows read from the packed cache when
-    indexed), `{phase}_feat_pose` [N, 2, T, 3] and `{phase}_recorded` [N, 2, T], T the split's
-    padded action length; keeps the packed store as `_packed`. The feature poses are the
-    replayed demonstration's, or the recorded ones where these differ (`merge_recorded`; logged).
-    The pack is a local memory map: with `data.tfds_dir` on a bucket it defaults to
-    ~/tensorflow_datasets/arramon_features."""
-    local_tfds = d.tfds_dir if d.tfds_dir and paths.is_local(d.tfds_dir) else ""
-    cache = d.features_cache or os.path.join(
-        local_tfds or os.path.expanduser("~/tensorflow_datasets"), "arramon_features")
-    packed = arramon_features.pack(d.features_dir, records,
-                                   {"navi": ep["navi_len"], "assem": ep["assem_len"]}, cache,
-                                   d.missing_feature, progress=jax.process_index() == 0)
-    poses = arramon_features.demonstration_poses(walkable, ep)
-    counts = {}
-    for phase in arramon_features.PHASES:
-        horizon = ep[f"{phase}_actions"].shape[-1]
-        ep[f"{phase}_feats"] = packed.episode_rows(phase, horizon)
-        ep[f"{phase}_feat_pose"], counts[phase] = arramon_features.merge_recorded(
-            poses[phase], packed.recorded_poses(phase, horizon),
-            arramon_features.heading_base(phase, ep["psi0"]))
-        ep[f"{phase}_recorded"] = packed.recorded_mask(phase, horizon)
-    ep["_packed"] = packed
-    if jax.process_index() == 0:
-        print(arramon_features.recorded_pose_note(counts, packed.ignored))
-
-
-def feature_turn_examples(ep: dict) -> dict:
-    """`episodes.turn_examples` of a split with features, plus `{phase}_feats` [2N, T, 49,
-    2048] rows (read on indexing) for teacher forcing over the recorded views."""
-    ex = ae.turn_examples({k: v for k, v in ep.items() if not k.startswith("_")})
-    for phase in arramon_features.PHASES:
-        ex[f"{phase}_feats"] = ep["_packed"].turn_rows(phase, ep[f"{phase}_actions"].shape[-1])
-    return ex
-
-
-TF_KEYS = tuple(f"{p}_{k}" for p in arramon_features.PHASES
-                for k in ("tokens", "token_len", "actions", "len", "feats"))
-
-
 def build_models(config: ml_collections.ConfigDict, vocab_size: int):
     m = config.model
     visual = "features" if uses_features(config) or rendered_views(config) else "symbolic"
@@ -378,14 +212,16 @@ def optimizer(config: ml_collections.ConfigDict):
     return make_optimizer(optim, 2 * len(losses.MODULES) * config.num_steps)
 
 
-def make_train_step(config: ml_collections.ConfigDict, loss_fn, mesh, num_consts: int = 0):
+def make_train_step(config: ml_collections.ConfigDict, loss_fn, mesh, num_consts: int = 0,
+                    seed_axes: tuple | None = None):
     """step(state, batch, rng, *consts) -> (state, metrics), jitted over `mesh`, of
     `config.train_update`: "joint", one update on the mean of both modules' losses over a
     batch of turns (`dp.make_train_step`); "per_module_per_turn", the official
     `main_nosim.py`'s four updates of a batch of instances (`losses.per_module_updates`, each
-    module's gradient clipped to `optim.grad_clip` by itself)."""
+    module's gradient clipped to `optim.grad_clip` by itself). `seed_axes`: the step of several
+    seeds stacked on a leading axis (as `dp.make_train_step`'s)."""
     if config.train_update == "joint":
-        return dp.make_train_step(loss_fn, mesh, num_consts=num_consts)
+        return dp.make_train_step(loss_fn, mesh, num_consts=num_consts, seed_axes=seed_axes)
 
     def step(state, batch, rng, *consts):
         update = losses.per_module_updates(loss_fn, state.tx, config.optim.grad_clip)
@@ -393,6 +229,9 @@ def make_train_step(config: ml_collections.ConfigDict, loss_fn, mesh, num_consts
         return state.replace(step=state.step + 1, params=params, opt_state=opt_state), metrics
 
     repl, rows = dp.replicated(mesh), dp.batch_sharded(mesh)
+    if seed_axes is not None:
+        step = jax.vmap(step, in_axes=(0, 0, 0, *seed_axes))
+        rows = NamedSharding(mesh, P(None, dp.AXIS))
     return jax.jit(step, in_shardings=(repl, rows, repl) + (repl,) * num_consts,
                    out_shardings=(repl, repl), donate_argnums=(0,))
 
@@ -427,6 +266,7 @@ def baseline_rollouts(config) -> dict:
                                              config.eval.ctc_rule) for name in names}
 
 
+@sequential_seeds("arramon", when=lambda c: c.mode != "train" or uses_features(c))
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                        hooks: Sequence[Callable[[int], None]] = ()) -> dict:
     """Trains (or, in `baselines` mode, only evaluates) into `workdir`; returns (and writes) the
@@ -454,23 +294,25 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                          "data.features_dir)")
     check_data_config(config)
     baselines = baseline_rollouts(config)
-    run = Run.start(config, workdir, RESUMABLE_CHANGES)
+    # The simulator's runs train their seeds in one program (the recorded features' stream
+    # and the baselines run them in turn: `sequential_seeds`).
+    run = Run.start(config, workdir, RESUMABLE_CHANGES, parallel_seeds=True)
     data = load_data(config, workdir)
     d = config.data
 
-    def run_split(rollout, consts, split, key=None, keep_episodes=False, first=None):
+    def run_split(rollout, consts, split, key, keep_episodes=False, first=None):
         episodes = data["episodes"][split]
         if first is not None:
             episodes = {k: v[:first] for k, v in episodes.items() if not k.startswith("_")}
-        ev = arr_eval.evaluate(rollout, data["walkable"][split], consts, episodes,
-                               run.key(EVAL) if key is None else key, config.eval.batch_size)
+        ev = arr_eval.evaluate(rollout, data["walkable"][split], consts, episodes, key,
+                               config.eval.batch_size)
         return ev if keep_episodes else {k: v for k, v in ev.items() if k != "episodes"}
 
-    def baseline_results(split):
+    def baseline_results(split, key):
         out = {}
         for name, rollout in baselines.items():
             seeds = config.eval.baseline_seeds if name == "random" else 1   # others: no draws
-            res = [run_split(rollout, None, split, k) for k in seed_keys(run.key(EVAL), seeds)]
+            res = [run_split(rollout, None, split, k) for k in seed_keys(key, seeds)]
             out[name] = mean_over_seeds(res, list(res[0]))
         return out
 
@@ -479,16 +321,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         results["agent"] = "random walk"
         for split in splits(d.eval_splits):
             results[split] = {"episodes": len(data["episodes"][split]["psi0"]),
-                              **baseline_results(split)}
+                              **baseline_results(split, run.key(EVAL))}
         return run.finish(results, format_results(results),
                           run_provenance(config, (), data["max_tokens"]))
 
     models = build_models(config, len(data["vocab"]))
     seen = perceptions(config)
-    state = train_state.TrainState.create(apply_fn=models[0].apply,
-                                          params=init_params(models, run.key(INIT),
-                                                             feature_width(config)),
-                                          tx=optimizer(config))
+    tx = optimizer(config)
+    state = run.stack(run.per_seed(lambda r: train_state.TrainState.create(
+        apply_fn=models[0].apply, params=init_params(models, r.key(INIT), feature_width(config)),
+        tx=tx)))
     stream = None
     train_records = data["records"][d.train_split]      # turn examples: turn 1 rows, then turn 2
     # Training rows: turns (joint updates), or instances with both turns (per-turn updates).
@@ -517,7 +359,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         train_walk = run.replicate(data["walkable"][d.train_split])
         loss_fn = losses.imitation_loss(*models, NUM_TYPES, config.student_forcing,
                                         config.train_horizon, seen.get("true"))
-        train_step = make_train_step(config, loss_fn, run.mesh, num_consts=1)
+        train_step = make_train_step(config, loss_fn, run.mesh, num_consts=1,
+                                     seed_axes=(None,) if run.seeds else None)
         examples = ae.turn_examples(data["episodes"][d.train_split])
         sample = dp.episode_sampler(ae.paired_turns(examples) if per_turn else examples,
                                     config.batch_size, run.mesh, names=names)
@@ -528,26 +371,31 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     # Each dev evaluation of this process keeps, by step, the paths of the instances that
     # trajectories.png draws (the figure then needs no evaluation of its own). `fit` evaluates
     # after the step's hooks, so the first hook tells the step.
-    step_now, drawn = [0], {}
+    step_now = [0]
 
     def note_step(step):
         step_now[0] = step
 
-    def dev_eval(params):
-        ev = run_split(agent, params, d.dev_split, keep_episodes=True)
-        drawn[step_now[0]] = {k: v[:config.eval.num_figures].copy()
-                              for k, v in ev.pop("episodes").items()}
-        return ev
+    def evaluator(r: Run):
+        """(dev_eval(params) of the run `r`, with its evaluation key; {step: drawn paths})."""
+        drawn = {}
 
-    state, best_params, meta = run.fit(state, step_fn, dev_eval, hooks=(note_step, *hooks),
-                                       data=sample if stream is not None else None)
-    results.update(best_step=meta["best_step"], last_step=meta["step"],
-                   num_params={**{k: num_params(v) for k, v in best_params.items()},
-                               "total": num_params(best_params)})
-    def teacher_forced(params, split):
+        def dev_eval(params):
+            ev = run_split(agent, params, d.dev_split, r.key(EVAL), keep_episodes=True)
+            drawn[step_now[0]] = {k: v[:config.eval.num_figures].copy()
+                                  for k, v in ev.pop("episodes").items()}
+            return ev
+        return dev_eval, drawn
+
+    evals = run.per_seed(evaluator)
+    state, best_params, meta = run.fit(
+        state, step_fn, run.per_seed(lambda r, e: e[0], evals), hooks=(note_step, *hooks),
+        data=sample if stream is not None else None)
+
+    def teacher_forced(params, split, key):
         per = map_in_chunks(lambda b, _: tf_accuracy(params, b),
                             feature_turn_examples(data["episodes"][split]), TF_KEYS,
-                            config.eval.batch_size, run.key(EVAL))
+                            config.eval.batch_size, key)
         return {k: float(np.mean(v)) for k, v in per.items()}
 
     tf_accuracy = losses.teacher_forced_accuracy(*models) if uses_features(config) else None
@@ -556,45 +404,59 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     hidden = [s for s in splits(d.eval_splits) if s in hidden_splits(config)]
     predict = arr_eval.make_task_rollout((agent_nav, agent_assem), config.eval.horizon,
                                          scored=False)
-    for split in splits(d.eval_splits):
-        if split in hidden:         # no reference: predictions only
-            results[split] = hidden_predictions(predict, best_params, data, split, run,
-                                                config.eval.batch_size)
-            continue
-        # The same program, parameters and key as the dev evaluations: the dev split's numbers
-        # equal fit's at the best step; the per-instance outcomes go to the predictions file.
-        ev = run_split(agent, best_params, split, keep_episodes=True)
-        if jax.process_index() == 0:
-            predictions.write_predictions(
-                run.workdir / f"predictions_{split}.json",
-                predictions.predictions(data["records"][split], ev.pop("episodes")))
-        ev.pop("episodes", None)
-        if uses_features(config):   # how well it imitates along the recorded demonstrations
-            ev.update(teacher_forced(best_params, split))
-        results[split] = {config.model.name: ev,
-                          "episodes": len(data["episodes"][split]["psi0"]),
-                          **baseline_results(split)}
-        if config.eval.perfect_navigation:
-            results[split][f"{config.model.name}_perfect_navigation"] = run_split(
-                perfect_nav, best_params, split)
-        if "nearest_recorded" in seen:     # the same agent under the release runs' proxy
-            proxy = arr_eval.make_task_rollout(
-                arr_eval.agent_factories(*models, NUM_TYPES, seen["nearest_recorded"]),
-                config.eval.horizon, config.eval.ctc_rule)
-            results[split][f"{config.model.name}_{NEAREST_POSE['name']}"] = run_split(
-                proxy, best_params, split)
-    if jax.process_index() == 0 and config.eval.num_figures > 0:
-        split = d.dev_split
-        paths = drawn.get(meta["best_step"])
-        if paths is None:      # the best step was evaluated before a resume: evaluate it again
-            paths = run_split(agent, best_params, split, keep_episodes=True,
-                              first=config.eval.num_figures)["episodes"]
-        figures.plot_trajectories(data["walkable"][split], data["episodes"][split],
-                                  paths, run.workdir / "trajectories.png",
-                                  f"{config.model.name.upper()}, {split}, best step "
-                                  f"{meta['best_step']}")
-    return run.finish(results, format_results(results),
-                      run_provenance(config, hidden, data["max_tokens"]))
+
+    def report(run: Run, best_params, meta: dict, evaluated) -> dict:
+        """One run's results (its key, workdir and config; `evaluated`: its (dev_eval,
+        drawn)), written by `run.finish`."""
+        drawn, key, config = evaluated[1], run.key(EVAL), run.config
+        results = {"config": config.to_dict(), "agent": config.model.name,
+                   "best_step": meta["best_step"], "last_step": meta["step"],
+                   "num_params": {**{k: num_params(v) for k, v in best_params.items()},
+                                  "total": num_params(best_params)}}
+        return report_splits(run, config, results, best_params, meta, drawn, key)
+
+    def report_splits(run, config, results, best_params, meta, drawn, key):
+        for split in splits(d.eval_splits):
+            if split in hidden:         # no reference: predictions only
+                results[split] = hidden_predictions(predict, best_params, data, split, run,
+                                                    config.eval.batch_size)
+                continue
+            # The same program, parameters and key as the dev evaluations: the dev split's numbers
+            # equal fit's at the best step; the per-instance outcomes go to the predictions file.
+            ev = run_split(agent, best_params, split, key, keep_episodes=True)
+            if jax.process_index() == 0:
+                predictions.write_predictions(
+                    run.workdir / f"predictions_{split}.json",
+                    predictions.predictions(data["records"][split], ev.pop("episodes")))
+            ev.pop("episodes", None)
+            if uses_features(config):   # how well it imitates along the recorded demonstrations
+                ev.update(teacher_forced(best_params, split, key))
+            results[split] = {config.model.name: ev,
+                              "episodes": len(data["episodes"][split]["psi0"]),
+                              **baseline_results(split, key)}
+            if config.eval.perfect_navigation:
+                results[split][f"{config.model.name}_perfect_navigation"] = run_split(
+                    perfect_nav, best_params, split, key)
+            if "nearest_recorded" in seen:     # the same agent under the release runs' proxy
+                proxy = arr_eval.make_task_rollout(
+                    arr_eval.agent_factories(*models, NUM_TYPES, seen["nearest_recorded"]),
+                    config.eval.horizon, config.eval.ctc_rule)
+                results[split][f"{config.model.name}_{NEAREST_POSE['name']}"] = run_split(
+                    proxy, best_params, split, key)
+        if jax.process_index() == 0 and config.eval.num_figures > 0:
+            split = d.dev_split
+            paths = drawn.get(meta["best_step"])
+            if paths is None:      # the best step was evaluated before a resume: evaluate it again
+                paths = run_split(agent, best_params, split, key, keep_episodes=True,
+                                  first=config.eval.num_figures)["episodes"]
+            figures.plot_trajectories(data["walkable"][split], data["episodes"][split],
+                                      paths, run.workdir / "trajectories.png",
+                                      f"{config.model.name.upper()}, {split}, best step "
+                                      f"{meta['best_step']}")
+        return run.finish(results, format_results(results),
+                          run_provenance(config, hidden, data["max_tokens"]))
+
+    return run.each_seed(report, best_params, meta, evals, name="arramon")
 
 
 def hidden_predictions(rollout, params, data: dict, split: str, run: Run,

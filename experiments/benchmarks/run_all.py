@@ -11,7 +11,8 @@ every measurement (under 3 minutes on 2 CPU cores); its figures are for smoke-te
 the benchmarks README. The simulators and the RCM rollouts run their own scripts in subprocesses
 (`touchdown_env_bench`, `arramon_env_bench`, `rxr_rollout_bench`), whose full output goes to
 the log; the Talk The Walk and SDR rows are in `ttw_rows` and `sdr_rows` (a benchmark module
-imports one system); the streaming benchmark (`stream_bench`, memory) is separate. Like the
+imports one system), the seed-axis row (N seeds in one program vs N sequential runs) in
+`seeds_bench`; the streaming benchmark (`stream_bench`, memory) is separate. Like the
 launchers, it re-executes itself once with their malloc setting (huge pages,
 `ttw_jax.core.train.launch.allocator_env`; `TTW_JAX_HUGEPAGES=0` measures without it), and its
 subprocesses inherit it.
@@ -47,6 +48,7 @@ from experiments.benchmarks.measure import (REPO, SHARED, cpu_description, datas
                                             timeit)
 from experiments.benchmarks.sdr_rows import (PAPER, bench_extraction, bench_lingunet,
                                              bench_text2conv, sdr_step)
+from experiments.benchmarks.seeds_bench import bench_parallel_seeds
 from experiments.benchmarks.ttw_rows import (bench_masc_step, bench_ttw_bound, bench_ttw_full_task,
                                              masc_step, ttw_tables)
 from ttw_jax.core import paths
@@ -270,7 +272,7 @@ def main(argv=None) -> None:
 
 
 DEVICE_BENCHES = ("device_envs", "device_rcm", "device_masc", "device_lingunet")
-NEEDS_TABLES = {"ttw_bound", "ttw_full_task", "masc", "device_masc"}
+NEEDS_TABLES = {"ttw_bound", "ttw_full_task", "masc", "seeds", "device_masc"}
 NEEDS_PEAK = {"ttw_full_task", "masc", "lingunet", "extraction", "rcm", "device_masc",
               "device_lingunet"}
 
@@ -374,6 +376,7 @@ BENCHES = {
     "ttw_bound": lambda tables, what, **_: bench_ttw_bound(tables, what),
     "ttw_full_task": lambda tables, peak, quick, **_: bench_ttw_full_task(tables, peak, quick),
     "masc": lambda tables, peak, quick, **_: bench_masc_step(tables, peak, quick),
+    "seeds": lambda tables, quick, **_: bench_parallel_seeds(tables, quick),
     "lingunet": lambda peak, quick, **_: bench_lingunet(peak, quick),
     "text2conv": lambda quick, **_: bench_text2conv(quick),
     "extraction": lambda peak, quick, **_: bench_extraction(peak, quick),

@@ -29,6 +29,7 @@ from ttw_jax.core import paths
 from ttw_jax.core.train import provenance as prov
 from ttw_jax.core.train.checkpoint import restore_best_params
 from ttw_jax.core.train.run import EVAL, Run, make_optimizer
+from ttw_jax.core.train.seeds import sequential_seeds
 from ttw_jax.core.train.workdir import flatten
 from ttw_jax.core.vocab import Vocabulary, token_limit
 from ttw_jax.touchdown import (env as td, episodes as nav_episodes, evaluation as nav_eval,
@@ -203,6 +204,7 @@ def resolve(config, sdr_cfg, sdr_dir: str, views: dict, keep: Sequence[int]):
     return dists, maps, best_step, max_tokens
 
 
+@sequential_seeds("touchdown_full")   # its seeds train one after another
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                        hooks: Sequence[Callable[[int], None]] = ()) -> dict:
     """Trains the missing stages, runs the pipeline; returns (and writes) the results dict."""

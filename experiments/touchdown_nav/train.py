@@ -10,6 +10,7 @@ check of its rules) and runs the baselines on the evaluation splits (Chen et al.
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, Sequence
 
 import jax
@@ -23,6 +24,7 @@ from ttw_jax.core.env import PolicyFactory, replay_policy
 from ttw_jax.core.train import data_parallel as dp, provenance as prov
 from ttw_jax.core.train.run import (EVAL, INIT, Run, check_eval, evaluate_best, make_optimizer,
                                     mean_over_seeds, seed_keys, splits)
+from ttw_jax.core.train.seeds import sequential_seeds
 from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.core.vocab import Vocabulary, token_limit
 from ttw_jax.touchdown import (env as td, episodes as nav_episodes, evaluation as nav_eval,
@@ -48,7 +50,7 @@ SYNTHETIC_FEATURES = 'data.features="" (synthetic panorama features)'
 
 
 def load_data(config: ml_collections.ConfigDict, workdir: str, wanted: Sequence[str]) -> dict:
-    """Graph (and its node table and links), features, vocabulary (built on `data.train_split`
+    """Graph (and its node table and links), vocabulary (built on `data.train_split`
     when it is wanted), the records and padded episodes of the `wanted` splits, and `max_tokens`,
     their instructions' padded length (`data.max_tokens`, or 0: the longest of them)."""
     d = config.data
@@ -67,6 +69,14 @@ def load_data(config: ml_collections.ConfigDict, workdir: str, wanted: Sequence[
         locate=locator(d.tfds_config, s, d.manual_dir or None),
         truncate=truncation(config))
         for s in set(wanted)}
+    return dict(graph=graph, nodes=nodes, links=links, records=records, vocab=vocab,
+                episodes=episodes, max_tokens=max_tokens)
+
+
+def load_features(config: ml_collections.ConfigDict, graph, nodes) -> tuple[np.ndarray, str]:
+    """(features, column convention): the file `data.features`, or synthetic features of the
+    graph for `model.image_encoder` drawn from `config.seed`; checked against the model."""
+    d = config.data
     encoder = config.model.image_encoder
     if d.features:
         features, convention = pano_features.load_pano_features(d.features, nodes)
@@ -85,9 +95,7 @@ def load_data(config: ml_collections.ConfigDict, workdir: str, wanted: Sequence[
         convention = "centred"
     check_features(config, features.shape, d.features or "synthetic features",
                    features.dtype, convention)
-    return dict(graph=graph, nodes=nodes, links=links, records=records, vocab=vocab,
-                episodes=episodes, features=features, convention=convention,
-                max_tokens=max_tokens)
+    return features, convention
 
 
 def check_perception(config: ml_collections.ConfigDict) -> None:
@@ -216,6 +224,7 @@ def evaluate_baselines(config, baselines: dict, sim, data, split: str, hops, key
     return out
 
 
+@sequential_seeds("touchdown_nav", when=lambda c: c.mode != "train")   # baselines: in turn
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                        hooks: Sequence[Callable[[int], None]] = ()) -> dict:
     """Trains (or, in `baselines` mode, only evaluates) into `workdir`; returns (and writes) the
@@ -232,46 +241,67 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                          f"{config.model.ablation!r}")
     check_eval(config, METRICS)
     check_perception(config)
-    run = Run.start(config, workdir, RESUMABLE_CHANGES)
+    run = Run.start(config, workdir, RESUMABLE_CHANGES, parallel_seeds=config.mode == "train")
     if config.mode == "baselines":
         return run_baselines(config, run)
     d = config.data
     data = load_data(config, workdir, [d.train_split, d.dev_split, *splits(d.eval_splits)])
     model = build_model(config, len(data["vocab"]))
-    params = init_params(config, model, data["features"].shape, run.key(INIT))
-    state = train_state.TrainState.create(apply_fn=model.apply, params=params,
-                                          tx=make_optimizer(config.optim, config.num_steps))
-    sim = run.replicate(td.compile_sim(data["graph"]))
-    features = run.replicate(jnp.asarray(data["features"]))
-
-    train_step = dp.make_train_step(imitation_loss(model, config.crop, config.train_horizon,
-                                                   data["convention"]),
-                                    run.mesh, num_consts=2)
+    graph, nodes = data["graph"], data["nodes"]
+    if d.features:      # a file's features: one copy, shared by every seed
+        table, convention = load_features(config, graph, nodes)
+        features = run.replicate(jnp.asarray(table))
+        seed_features = run.per_seed(lambda r: features)
+    else:               # synthetic features are drawn from each seed ("centred" columns)
+        seed_features = run.per_seed(lambda r: run.replicate(jnp.asarray(
+            load_features(r.config, graph, nodes)[0])))
+        features, convention = seed_features, "centred"
+    data["features_shape"] = (seed_features[0] if run.seeds else seed_features).shape
+    tx = make_optimizer(config.optim, config.num_steps)
+    state = run.stack(run.per_seed(lambda r: train_state.TrainState.create(
+        apply_fn=model.apply, params=init_params(config, model, data["features_shape"],
+                                                 r.key(INIT)), tx=tx)))
+    sim = run.replicate(td.compile_sim(graph))
+    train_step, consts = run.train_step(
+        imitation_loss(model, config.crop, config.train_horizon, convention), sim, features)
     train_eps = data["episodes"][d.train_split]
     sample = dp.episode_sampler({k: train_eps[k] for k in BATCH_KEYS}, config.batch_size, run.mesh,
                                 names=[f"{d.train_split}: route_id {i}"
                                        for i in train_eps["route_id"]])
-    rollout = nav_eval.make_rollout(model_factory(model, config.crop, data["convention"]),
+    rollout = nav_eval.make_rollout(model_factory(model, config.crop, convention),
                                     config.eval.horizon)
-    hops = {s: nav_episodes.hops_to_goal(data["graph"], data["episodes"][s]["goal"])
+    hops = {s: nav_episodes.hops_to_goal(graph, data["episodes"][s]["goal"])
             for s in {d.dev_split, *splits(d.eval_splits)}}   # [E, N] each: not for train
 
-    def evaluate(params, split=d.dev_split):
-        ev = nav_eval.evaluate(rollout, sim, (params, features, sim.graph.yaw),
-                               data["episodes"][split], hops[split], run.key(EVAL),
-                               config.eval.batch_size)
-        return {k: ev[k] for k in METRICS}
+    def evaluator(r: Run, features):
+        """evaluate(params, split, full=False) of the run `r` (its evaluation key) over its
+        `features`: TC / SPD / SED, or (`full`) `nav_eval.evaluate`'s whole result."""
+        def evaluate(params, split=d.dev_split, full=False):
+            ev = nav_eval.evaluate(rollout, sim, (params, features, sim.graph.yaw),
+                                   data["episodes"][split], hops[split], r.key(EVAL),
+                                   config.eval.batch_size)
+            return ev if full else {k: ev[k] for k in METRICS}
+        return evaluate
 
-    state, best_params, meta = run.fit(state, run.step_fn(train_step, sample, sim, features),
-                                       evaluate, hooks=hooks)
+    evaluate = run.per_seed(evaluator, seed_features)
+    state, best_params, meta = run.fit(state, run.step_fn(train_step, sample, *consts), evaluate,
+                                       hooks=hooks)
+    report = functools.partial(report_run, data=data, sim=sim, hops=hops,
+                               baselines=baseline_rollouts(config))
+    return run.each_seed(report, best_params, meta, evaluate, name="touchdown_nav")
+
+
+def report_run(run: Run, best_params, meta: dict, evaluate, *, data: dict, sim, hops,
+               baselines: dict) -> dict:
+    """One run's results: the best parameters on every evaluation split (predictions and the
+    test figure when asked for) beside the `baselines` (`baseline_rollouts`); written by
+    `run.finish`."""
+    config, d = run.config, run.config.data
     results = {"config": config.to_dict(), "best_step": meta["best_step"],
                "last_step": meta["step"], "agent": config.model.name}
-    baselines = baseline_rollouts(config)
     for split in splits(d.eval_splits):
         if config.eval.write_predictions or (split == "test" and config.eval.num_figures):
-            ev = nav_eval.evaluate(rollout, sim, (best_params, features, sim.graph.yaw),
-                                   data["episodes"][split], hops[split], run.key(EVAL),
-                                   config.eval.batch_size)
+            ev = evaluate(best_params, split, full=True)
             agent = {k: ev[k] for k in METRICS}
             write_outputs(config, run, data, split, ev["episodes"], agent)
         else:
@@ -281,7 +311,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                           **evaluate_baselines(config, baselines, sim, data, split, hops[split],
                                                run.key(EVAL))}
     return run.finish(results, format_results(results),
-                      run_provenance(config, data["features"].shape[-1], data["max_tokens"]))
+                      run_provenance(config, data["features_shape"][-1], data["max_tokens"]))
 
 
 def write_outputs(config, run: Run, data: dict, split: str, per_episode: dict,

@@ -24,6 +24,7 @@ from ttw_jax.core.train import data_parallel as dp, provenance as prov
 from ttw_jax.core.train.run import (INIT, STEPS, DataWait, Run, check_eval, evaluate_best,
                                     make_optimizer, mean_over_seeds)
 from ttw_jax.core.train.precision import with_dtype
+from ttw_jax.core.train.seeds import sequential_seeds
 from ttw_jax.core.vocab import Vocabulary, token_limit
 from ttw_jax.touchdown import records as td_records
 from ttw_jax.touchdown.dataset import data_provenance, prepare
@@ -278,6 +279,7 @@ def imported_params(path: str, template) -> dict:
     return params
 
 
+@sequential_seeds("touchdown_sdr")   # its seeds train one after another
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                        hooks: Sequence[Callable[[int], None]] = ()) -> dict:
     """Trains, checkpoints into `workdir`, evaluates; returns (and writes) the results dict."""

@@ -172,35 +172,51 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     """
     check_eval(config, ("accuracy",))
     model = build_model(config)
-    run = Run.start(config, workdir, RESUMABLE_CHANGES)
+    run = Run.start(config, workdir, RESUMABLE_CHANGES, parallel_seeds=True)
     data = load_data(config)
     tables = {s: w.landmarks for s, w in data.items()}
     examples = {s: walks.enumerate_walks(t, config.T, **walk_kwargs(config))
                 for s, t in tables.items()}
-    sample_batch, pass_step, per_epoch = train_sampler(
-        config, tables["train"], examples["train"], jax.random.fold_in(run.key(INIT), 1), run.mesh)
+    sampler = lambda r: train_sampler(config, tables["train"], examples["train"],
+                                      jax.random.fold_in(r.key(INIT), 1), run.mesh)
+    # Sampled walks come from the step's key alone: one sampler serves every seed; the
+    # enumerated epochs are shuffled by each seed's own key.
+    sample_batch, pass_step, per_epoch = sampler(run)
+    if run.seeds and per_epoch is not None:
+        sample_batch = [s for s, _, _ in run.per_seed(sampler)]
     fit_config = config
     if per_epoch is not None:
         fit_config = ml_collections.ConfigDict(config.to_dict())
         fit_config.num_steps = config.num_epochs * per_epoch
         fit_config.eval_every = config.eval_every_epochs * per_epoch
-    state = train_state.TrainState.create(
-        apply_fn=model.apply, params=init_params(config, model, tables["train"], run.key(INIT)),
-        tx=make_tx(config, fit_config.num_steps))
+    tx = make_tx(config, fit_config.num_steps)
+    state = run.stack(run.per_seed(lambda r: train_state.TrainState.create(
+        apply_fn=model.apply, params=init_params(config, model, tables["train"], r.key(INIT)),
+        tx=tx)))
     discrete = config.model.comm == "discrete"
-    train_step = dp.make_train_step(localization_loss(model.apply, discrete=discrete,
-                                                      reduction=config.loss_reduction), run.mesh)
+    train_step, _ = run.train_step(localization_loss(model.apply, discrete=discrete,
+                                                     reduction=config.loss_reduction))
     evaluators = {greedy: make_evaluator(model, run.mesh, config.eval.chunk_size, greedy)
                   for greedy in ((True, False) if discrete else (True,))}
     selected = config.eval.greedy_messages or not discrete   # the bits that pick the best step
-    evaluate = evaluators[selected]
+    evaluate = lambda params: {"accuracy": evaluators[selected](params, examples["valid"])}
 
     state, best_params, meta = run.fit(
         state, run.step_fn(train_step, sample_batch, pass_step=pass_step),
-        lambda params: {"accuracy": evaluate(params, examples["valid"])},
-        eval_prefix="valid", hooks=hooks, config=fit_config)
-    step = meta["step"]
+        run.per_seed(lambda r: evaluate), eval_prefix="valid", hooks=hooks, config=fit_config)
+    report = functools.partial(report_run, model=model, tables=tables, examples=examples,
+                               evaluators=evaluators, selected=selected, per_epoch=per_epoch)
+    return run.each_seed(report, best_params, meta, name="ttw_emergent")
 
+
+def report_run(run: Run, best_params, meta: dict, *, model: Localizer, tables: dict,
+               examples: dict, evaluators: dict, selected: bool, per_epoch: int | None) -> dict:
+    """One run's results: the best parameters' accuracy on every split (both ways of sending
+    discrete bits) beside the Bayes upper bounds, the full task on `full_task.splits`, the
+    plots; written by `run.finish`."""
+    config = run.config
+    discrete = config.model.comm == "discrete"
+    step = meta["step"]
     results = {"config": config.to_dict(), "best_step": meta["best_step"], "last_step": step}
     if per_epoch is not None:
         results.update(steps_per_epoch=per_epoch, best_epoch=meta["best_step"] / per_epoch)
@@ -213,7 +229,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                     if greedy != selected}
         # the selected bits: on valid, fit's own evaluation at the best step (not a second one)
         accuracy[selected] = evaluate_best(
-            meta, split, "valid", lambda: {"accuracy": evaluate(best_params, ex)})["accuracy"]
+            meta, split, "valid",
+            lambda: {"accuracy": evaluators[selected](best_params, ex)})["accuracy"]
         results[split] = {"accuracy": accuracy[selected],
                           "upper_bound": correct / total, "upper_bound_no_actions": correct_na / total,
                           "examples": total}

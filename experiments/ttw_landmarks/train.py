@@ -47,6 +47,7 @@ from ttw_jax.core.train import provenance
 from ttw_jax.core.train.loop import Profiler, stop_if_preparing
 from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.core.train.run import INIT, STEPS, Run, check_eval, make_optimizer
+from ttw_jax.core.train.seeds import sequential_seeds
 from ttw_jax.core.train.workdir import profile_window
 from ttw_jax.talk_the_walk import maps
 from ttw_jax.talk_the_walk.landmarks import features as lf
@@ -183,6 +184,7 @@ def load_data(config: ml_collections.ConfigDict) -> dict:
             "features_dir": d.features_dir or "synthetic", "oov": oov}
 
 
+@sequential_seeds("ttw_landmarks")   # its seeds train one after another
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     """Trains and evaluates (steps in the module docstring); returns and writes the results:
     {row, table18 {train_loss, valid_loss, train_f1, valid_f1, valid_precision, valid_recall},

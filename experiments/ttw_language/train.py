@@ -43,6 +43,7 @@ from ttw_jax.core.chunks import map_in_chunks
 from ttw_jax.core.train import data_parallel as dp, provenance
 from ttw_jax.core.train.run import Run, evaluate_best, make_optimizer, optim_config
 from ttw_jax.core.train.precision import with_dtype
+from ttw_jax.core.train.seeds import sequential_seeds
 from ttw_jax.core.vocab import Vocabulary
 from ttw_jax.talk_the_walk import env as grid, maps, walks as localization
 from ttw_jax.talk_the_walk.language import (dataset as ttw_language_data, dialogues as td,
@@ -513,6 +514,7 @@ def check_config(config: ml_collections.ConfigDict) -> None:
                          f"{too_long} of generated.Ts")
 
 
+@sequential_seeds("ttw_language")   # its seeds train one after another
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                        hooks: Sequence[Callable[[int], None]] = ()) -> dict:
     """Runs every stage (see the module docstring); returns (and writes) the results dict."""

@@ -159,6 +159,7 @@ def test_a_sweep_over_results_written_before_the_rename_builds_its_table(tmp_pat
                        "dev/lingunet/acc_80": (0.75, 0.25), "dev/lingunet/dist": (75.0, 25.0)}
     written = json.loads((tmp_path / "sweep.json").read_text())
     assert written["schema_version"] == provenance.SCHEMA_VERSION
-    assert set(written) == {"schema_version", "experiment", "seeds", "summary", "provenance"}
+    assert set(written) == {"schema_version", "experiment", "seeds", "parallel", "summary",
+                            "provenance"}
     assert written["provenance"] is None       # one run predates the provenance block
     assert "| result | examples | acc_40 | acc_80 | dist |" in (tmp_path / "sweep.md").read_text()

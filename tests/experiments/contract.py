@@ -1,6 +1,7 @@
 """The contract every experiment trainer honours, on its tiny config (`trainers.py`): it runs end to
 end and writes its outputs; a run killed mid-training resumes from its last checkpoint to the
-same results; a workdir refuses another config.
+same results; a workdir refuses another config; on the seed axis, two seeds in one program (killed
+and resumed) give each seed's separate results.
 
 Each trainer's test module subclasses `TrainerContract` with its experiment's `name` (and adds
 its own checks as methods, which share the class's one trained run: pytest-xdist's `loadscope`
@@ -8,8 +9,10 @@ keeps a class on one worker)."""
 import json
 import os
 
+import numpy as np
 import pytest
 
+from ttw_jax.core.train import seeds
 from tests.conftest import xla_optimizations
 from tests.experiments.trainers import TRAINERS, run_dir
 from tests.helpers import Crash
@@ -104,3 +107,48 @@ class TrainerContract:
         config = trainer.config(tfds_dir, learning_seed, **{key.replace(".", "__"): value})
         with pytest.raises(ValueError, match=rf"another config \({message}\)"):
             trainer.train.train_and_evaluate(config, workdir)
+
+    def test_seeds_in_one_program_give_the_separate_runs(self, trained, tfds_dir, tmp_path,
+                                                        learning_seed):
+        """`num_seeds=2` (killed mid-training, then resumed): each seed's results.json equals its
+        separate run's, and the table holds their mean. Bitwise on the CPUs measured (these
+        tiny configs on 8 devices); the vmapped step's batched matmuls may round differently
+        elsewhere (a default-sized navigation run on one CPU device: losses equal to 2e-7
+        relative, outcomes apart after 300 steps), so numbers are compared to 1e-4 and
+        counts (steps, episodes) exactly."""
+        trainer = TRAINERS[self.name]
+        if not trainer.parallel_seeds:
+            pytest.skip(f"{self.name} trains its seeds one after another")
+        _, first = trained(self.name)
+        config = trainer.config(tfds_dir, learning_seed)
+        seed = config.seed
+        workdir = str(tmp_path / "parallel")
+        with pytest.raises(Crash):
+            trainer.train.train_and_evaluate(trainer.config(tfds_dir, learning_seed, num_seeds=2),
+                                             workdir, hooks=[crash_after(trainer.crash_after)])
+        out = trainer.train.train_and_evaluate(trainer.config(tfds_dir, learning_seed, num_seeds=2),
+                                               workdir)
+        second = trainer.train.train_and_evaluate(trainer.config(tfds_dir, learning_seed + 1),
+                                                  str(tmp_path / "second"))
+        assert out["seeds"] == [seed, seed + 1]
+        for s, separate in zip(out["seeds"], (first, second)):
+            with open(os.path.join(workdir, f"s{s}", "results.json")) as f:
+                got = json.load(f)
+            want = json.loads(json.dumps(separate))
+            assert got["config"] == want["config"], s
+            assert got["provenance"] == want["provenance"], s
+            a, b = seeds.numbers(got), seeds.numbers(want)
+            assert set(a) == set(b), s
+            for key in a:
+                if key.rsplit("/", 1)[-1] in ("best_step", "last_step", "episodes"):
+                    assert a[key] == b[key], (s, key)
+                else:
+                    assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-4), (s, key)
+        with open(os.path.join(workdir, "sweep.json")) as f:
+            table = json.load(f)
+        assert table["parallel"] and table["seeds"] == [seed, seed + 1]
+        numbers = [seeds.numbers(r) for r in (first, second)]
+        assert set(table["summary"]) == set(numbers[0])
+        for key, (mean, std) in table["summary"].items():
+            values = [n[key] for n in numbers]
+            assert (mean, std) == pytest.approx((np.mean(values), np.std(values))), key

@@ -27,6 +27,7 @@ class Trainer:
     resumable: bool = True                      # checkpoints and resumes (else reruns from scratch)
     xla_optimized: bool = False                 # XLA optimisations on in its runs: only where the
                                                 # run time they save outweighs their compile time
+    parallel_seeds: bool = False                # on the seed axis (config.num_seeds in one program)
 
     @property
     def train(self):
@@ -133,6 +134,7 @@ def _arramon(tfds_dir):
 
 TRAINERS = {t.name: t for t in (
     Trainer("ttw_emergent", _emergent, (10, 20, 30), crash_after=17, checkpoints_at_crash=("10",),
+            parallel_seeds=True,
             changed=("model.features", 32, "model.features: 16 -> 32"),
             outputs=("results.json", "config.json", "metrics.jsonl", "learning_curve.png",
                      "masc_masks.png")),
@@ -146,7 +148,7 @@ TRAINERS = {t.name: t for t in (
             resumable=False, changed=("num_epochs", 4, "num_epochs: 3 -> 4"),
             outputs=("results.json", "config.json", "metrics.jsonl", "learning_curve.png")),
     Trainer("touchdown_nav", _touchdown_nav, (8, 16, 24), crash_after=13,
-            checkpoints_at_crash=("8",), xla_optimized=True,
+            checkpoints_at_crash=("8",), xla_optimized=True, parallel_seeds=True,
             changed=("model.name", "rconcat", "model.name: 'ga' -> 'rconcat'"),
             outputs=("results.json", "config.json", "metrics.jsonl", "vocab.json",
                      "trajectories.png", "predictions_test.jsonl")),
@@ -156,11 +158,13 @@ TRAINERS = {t.name: t for t in (
             outputs=("results.json", "config.json", "metrics.jsonl", "vocab.json",
                      "heatmaps.png", "predictions_test.jsonl")),
     Trainer("rxr", _rxr, (8, 16), crash_after=11, checkpoints_at_crash=("8",), xla_optimized=True,
+            parallel_seeds=True,
             changed=("model.name", "vision_only", "model.name: 'full' -> 'vision_only'"),
             outputs=("results.json", "config.json", "metrics.jsonl", "vocab.json",
                      "predictions_val_unseen.jsonl")),
     Trainer("arramon", _arramon, (4, 8), crash_after=7, checkpoints_at_crash=("4",),
             changed=("model.name", "lo", "model.name: 'vl' -> 'lo'"), xla_optimized=True,
+            parallel_seeds=True,
             outputs=("results.json", "config.json", "metrics.jsonl", "vocab.json",
                      "trajectories.png", "predictions_val_unseen.json")),
 )}

@@ -5,6 +5,7 @@ import pytest
 
 from tests.experiments.contract import TrainerContract
 from tests.experiments.trainers import TRAINERS
+from ttw_jax.rxr import training_data
 
 RXR = TRAINERS["rxr"]
 
@@ -81,7 +82,7 @@ def test_baselines_mode_replays_the_reference_paths_and_trains_nothing(tfds_dir,
 def test_a_scan_without_a_graph_is_named_by_its_record(tfds_dir, tmp_path, monkeypatch):
     """Records whose scan has no connectivity file: the error names the record (file and line or
     entry, and the field), not the missing graph file."""
-    monkeypatch.setattr(RXR.train, "list_scans", lambda d: [])
+    monkeypatch.setattr(training_data, "list_scans", lambda d: [])
     with pytest.raises(ValueError, match=r"field 'scan': '\w+' has no connectivity file in .* "
                                          r"\(expected \w+_connectivity.json\)") as e:
         RXR.train.train_and_evaluate(RXR.config(tfds_dir), str(tmp_path))

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from ttw_jax.core.pano_graph import NodeTable
-from ttw_jax.rxr import view_features as vf
+from ttw_jax.rxr import training_data, view_features as vf
 from ttw_jax.rxr.views import VIEW_ELEVATIONS, VIEW_HEADINGS
 
 IDS = ["scanA/a0", "scanA/a1", "scanA/a2", "scanB/b0", "scanB/b1"]
@@ -330,8 +330,8 @@ def test_a_split_without_text_features_is_refused_naming_the_split(tmp_path, mon
         for r in rs:
             r["annotator"] = "guide"
             r["text_features"] = None if split == "val_unseen" else np.ones((5, 8), np.float32)
-    monkeypatch.setattr(train, "load_records", lambda *a: ({s: list(r) for s, r in recs.items()},
-                                                           {}))
+    monkeypatch.setattr(training_data, "load_records",
+                        lambda *a: ({s: list(r) for s, r in recs.items()}, {}))
     c = default.get_config()
     manual = str(tmp_path / "rxr")
     c.data.tfds_config, c.data.manual_dir, c.data.connectivity_dir = "guide", manual, conn

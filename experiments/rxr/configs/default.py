@@ -24,6 +24,7 @@ RENAMED = {"model.kind": "model.name", "learning_rate": "optim.learning_rate",
 def get_config():
     c = ml_collections.ConfigDict()
     c.seed = 0
+    c.num_seeds = 1   # > 1: seeds seed .. seed + N - 1, in one program where the trainer allows
     c.mode = "train"               # train | baselines (gold replay + baselines, nothing trained)
     c.model = ml_collections.ConfigDict()
     c.model.name = "full"          # full | language_only | vision_only

@@ -37,6 +37,7 @@ def stage_defaults(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
 def get_config():
     c = ml_collections.ConfigDict()
     c.seed = 0
+    c.num_seeds = 1   # > 1: seeds seed .. seed + N - 1, in one program where the trainer allows
     c.nav_workdir = ""             # a finished navigation run; empty: train `nav` first
     c.sdr_workdir = ""             # a finished SDR run; empty: train `sdr` first
     c.nav = stage_defaults(nav_default.get_config())

@@ -21,6 +21,7 @@ RENAMED = {"learning_rate": "optim.learning_rate",
 def get_config():
     c = ml_collections.ConfigDict()
     c.seed = 0
+    c.num_seeds = 1   # > 1: seeds seed .. seed + N - 1, in one program where the trainer allows
     c.mode = "train"               # train | baselines (Random / Center / Average on the records)
     c.model = ml_collections.ConfigDict()
     # lingunet | lingunet_official (the official sdr/model.py) | concat | concatconv |

@@ -21,6 +21,7 @@ RENAMED = {"comm": "model.comm", "masc": "model.name (masc | no_masc)",
 def get_config():
     c = ml_collections.ConfigDict()
     c.seed = 0
+    c.num_seeds = 1   # > 1: seeds seed .. seed + N - 1, in one program where the trainer allows
     c.T = 3                      # number of tourist moves
     c.model = ml_collections.ConfigDict()
     c.model.name = "masc"        # masc | no_masc (the baseline: a shared ordinary 3x3 kernel)

@@ -37,6 +37,7 @@ RENAMED = {"hidden": "removed: the bag-of-embeddings classifier has no hidden la
 def get_config():
     c = ml_collections.ConfigDict()
     c.seed = 0                   # the split, the initialisation, the shuffling, the random baseline
+    c.num_seeds = 1   # > 1: seeds seed .. seed + N - 1, in one program where the trainer allows
     c.model = ml_collections.ConfigDict()
     c.model.name = "bag_of_embeddings"
     c.model.features = "resnet"  # comma-separated: resnet | textrecog | fasttext

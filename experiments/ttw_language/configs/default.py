@@ -21,6 +21,7 @@ def _stage(num_steps: int, eval_every: int, learning_rate: float, batch_size: in
 def get_config():
     c = ml_collections.ConfigDict()
     c.seed = 0
+    c.num_seeds = 1   # > 1: seeds seed .. seed + N - 1, in one program where the trainer allows
     c.contexts = "1,3,5"           # human-utterance guides: the last 1, 3, 5 utterances
     c.compare_masc = True          # also train the no-MASC baseline for every context
     c.patience = 4                 # evaluations without improvement before a stage stops

@@ -45,7 +45,7 @@ def check_batch_size(batch_size: int, mesh: Mesh) -> None:
 
 
 def make_train_step(loss_fn: LossFn, mesh: Mesh, donate: bool = True, num_consts: int = 0,
-                    learning_rate=None):
+                    learning_rate=None, seed_axes: tuple | None = None):
     """Returns step(state, batch, rng, *consts) -> (state, metrics), jitted over `mesh`.
 
     `loss_fn(params, batch, rng, *consts) -> (loss, metrics)` computes the mean over the global
@@ -53,6 +53,11 @@ def make_train_step(loss_fn: LossFn, mesh: Mesh, donate: bool = True, num_consts
     as arguments, never baked into the program. The input state's buffers are donated.
     `learning_rate` (the optimizer's schedule, or a constant): the metrics also hold the
     `learning_rate` of the step's update.
+
+    `seed_axes` (one entry per const: 0 when the const carries a leading seed axis, None when
+    the seeds share it): the step of N seeds in one program (`ttw_jax.core.train.seeds`), vmapped
+    over the leading seed axis of the state, the batch ([N, B, ...], B sharded over 'data'), the
+    rng ([N]) and those consts; its metrics are [N].
     """
     def step(state: train_state.TrainState, batch, rng, *consts):
         (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(
@@ -63,6 +68,12 @@ def make_train_step(loss_fn: LossFn, mesh: Mesh, donate: bool = True, num_consts
         return state.apply_gradients(grads=grads), metrics
 
     repl, data = replicated(mesh), batch_sharded(mesh)
+    if seed_axes is not None:
+        if len(seed_axes) != num_consts:
+            raise ValueError(f"seed_axes needs one entry per const ({num_consts}), got "
+                             f"{seed_axes!r}")
+        step = jax.vmap(step, in_axes=(0, 0, 0, *seed_axes))
+        data = NamedSharding(mesh, P(None, AXIS))
     return jax.jit(step, in_shardings=(repl, data, repl) + (repl,) * num_consts,
                    out_shardings=(repl, repl), donate_argnums=(0,) if donate else ())
 

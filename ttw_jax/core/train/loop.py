@@ -141,6 +141,42 @@ class Profiler:
             self._local = None
 
 
+def timed_step(step_fn: Callable, state, step: int, first: bool):
+    """`step_fn(state, step)`; the first step of a process waits for its result and logs its time
+    (`FIRST_STEP_LOG`, compilation included: what the compilation cache saves)."""
+    if not first:
+        return step_fn(state, step)
+    t = time.perf_counter()
+    out = jax.block_until_ready(step_fn(state, step))
+    logging.info(FIRST_STEP_LOG, time.perf_counter() - t)
+    return out
+
+
+def _close(progress, ckpt) -> None:
+    if progress is not None:
+        progress.close()
+    ckpt.close()
+
+
+def train_step(step_fn: Callable, state, step: int, first: bool, profiler: Profiler,
+               hooks: Sequence[Callable[[int], None]], stop: Callable[[], None], saved: int,
+               workdir, names) -> tuple[Any, dict]:
+    """One step of a training loop: `timed_step` inside the profiler's window, then the `hooks`.
+    A `NonFiniteInput` raised while the step reads its batch (a streamed row) calls `stop()` and
+    raises the FloatingPointError of `nonfinite_message` (`saved`: the last checkpointed step;
+    `names`: what names the batch's examples, or None)."""
+    profiler.before(step)
+    try:
+        state, metrics = timed_step(step_fn, state, step, first)
+    except NonFiniteInput as e:
+        stop()
+        raise FloatingPointError(nonfinite_message(None, step, saved, workdir, names, e)) from e
+    profiler.after(step, state)
+    for hook in hooks:
+        hook(step)
+    return state, metrics
+
+
 def fit(state: Any, *, config: ml_collections.ConfigDict, workdir: str, writer: MetricWriter,
         place: Callable[[Any], Any], step_fn: Callable[[Any, int], tuple[Any, dict]],
         evaluate: Callable[[Any], dict], metric: str, mode: str = "max",
@@ -219,24 +255,10 @@ def _train(state, best_params, meta, ckpt, config, workdir, writer, step_fn, eva
     data_wait = getattr(step_fn, "data_wait", None)
     while step < config.num_steps and not meta["stopped"]:
         step += 1
-        profiler.before(step)
-        try:
-            if step == first:   # compilation included: what the compilation cache saves
-                t_first = time.perf_counter()
-                state, metrics = jax.block_until_ready(step_fn(state, step))
-                logging.info(FIRST_STEP_LOG, time.perf_counter() - t_first)
-            else:
-                state, metrics = step_fn(state, step)
-        except NonFiniteInput as e:   # a streamed row read for this step's batch
-            if progress is not None:
-                progress.close()
-            ckpt.close()
-            raise FloatingPointError(nonfinite_message(None, step, meta["step"], workdir,
-                                                       step_fn, e)) from e
-        profiler.after(step, state)
+        state, metrics = train_step(step_fn, state, step, step == first, profiler, hooks,
+                                    lambda: _close(progress, ckpt), meta["step"], workdir,
+                                    step_fn)
         pending.append(metrics)
-        for hook in hooks:
-            hook(step)
         evaluate_now = step % config.eval_every == 0 or step == config.num_steps
         if step % config.log_every == 0 or evaluate_now:
             host = jax.device_get(pending)  # also bounds the number of in-flight steps

@@ -14,6 +14,22 @@ parameters, `Run.finish`::
 
 Key purposes (`Run.key(i)` = `fold_in(key(config.seed), i)`): 0 initialisation, 1 training
 steps, 2 evaluation; trainers use larger numbers for anything else.
+
+Seeds on one axis (`config.num_seeds` > 1, `Run.start(..., parallel_seeds=True)`; see
+`ttw_jax.core.train.seeds`): the trainer builds each seed's pieces on that seed's own `Run`
+(`run.per_seed(fn)` calls `fn(seed_run)` for each and returns the list; for one seed,
+`fn(run)`), stacks what trains (`run.stack`), and the same calls run the N seeds as one
+program::
+
+    state = run.stack(run.per_seed(lambda r: TrainState.create(
+        apply_fn=model.apply, params=init(r.key(INIT)), tx=tx)))
+    train_step, consts = run.train_step(loss_fn, graph, run.per_seed(load_features))
+    step_fn = run.step_fn(train_step, sample, *consts)
+    state, best, meta = run.fit(state, step_fn, run.per_seed(make_evaluate))
+    return run.each_seed(report, best, meta, run.per_seed(make_evaluate))
+
+`report(seed_run, best_params, meta, *extra)` evaluates one seed's best parameters and returns
+`seed_run.finish(...)`: it writes `<workdir>/s<seed>/results.json` per seed, then the table.
 """
 from __future__ import annotations
 
@@ -29,7 +45,7 @@ from etils import epath
 from jax.sharding import Mesh
 
 from ttw_jax.core import paths
-from ttw_jax.core.train import data_parallel as dp, provenance as prov
+from ttw_jax.core.train import data_parallel as dp, provenance as prov, seeds as seeds_lib
 from ttw_jax.core.train.logging import MetricWriter
 from ttw_jax.core.train.loop import fit
 from ttw_jax.core.train.workdir import check_workdir_config, write_results
@@ -186,34 +202,77 @@ class StepFn:
 
 @dataclasses.dataclass
 class Run:
-    """One training run in `workdir`: its config, device mesh, metric writer and base key."""
+    """One training run in `workdir`: its config, device mesh, metric writer and base key; with
+    `seeds` (num_seeds > 1 on the seed axis) the parent of one `Run` per seed (`seed_runs`)."""
     config: ml_collections.ConfigDict
     workdir: epath.Path
     mesh: Mesh
     writer: MetricWriter
     base_key: jax.Array
+    seeds: tuple[int, ...] = ()            # the seeds on the leading axis; () for one run
+    seed_runs: tuple["Run", ...] = ()      # one Run per seed, in <workdir>/s<seed>
 
     @classmethod
     def start(cls, config: ml_collections.ConfigDict, workdir: paths.PathLike,
-              resumable: Sequence[str] = (), batch_sizes: Sequence[int] | None = None) -> "Run":
+              resumable: Sequence[str] = (), batch_sizes: Sequence[int] | None = None,
+              parallel_seeds: bool = False) -> "Run":
         """Creates `workdir`, records the config there (refusing to resume a run whose config
         differs outside `resumable`), builds the mesh and checks that every batch size
         (default: `config.batch_size`) splits over it. `workdir` may be any `paths.resolve`
-        path (local, `file://`, `gs://`); `Run.workdir` is the resolved `epath.Path`."""
+        path (local, `file://`, `gs://`); `Run.workdir` is the resolved `epath.Path`.
+        `parallel_seeds`: the trainer runs `config.num_seeds` > 1 on the seed axis (module
+        docstring); each seed's `Run` records its own config in `<workdir>/s<seed>`. A trainer
+        that does not refuses num_seeds > 1 (`seeds.sequential_seeds` runs them in turn)."""
         if "optim" in config:          # before anything is written
             check_schedule(config.optim.schedule)
+        n = seeds_lib.num_seeds(config)
+        if n > 1 and not parallel_seeds:
+            raise ValueError(f"num_seeds={n}: this trainer is not on the seed axis; "
+                             "`seeds.sequential_seeds` runs its seeds one after another")
         workdir = paths.resolve(workdir)
         check_workdir_config(config, workdir, resumable)
         mesh = dp.make_mesh()
         for b in (config.batch_size,) if batch_sizes is None else batch_sizes:
             dp.check_batch_size(b, mesh)
-        return cls(config, workdir, mesh, MetricWriter(workdir), jax.random.key(config.seed))
+        run = cls(config, workdir, mesh, MetricWriter(workdir), jax.random.key(config.seed))
+        if n > 1:
+            seeds = tuple(range(config.seed, config.seed + n))
+            runs = []
+            for seed in seeds:
+                c, w = seeds_lib.seed_config(config, seed), workdir / f"s{seed}"
+                check_workdir_config(c, w, resumable)
+                runs.append(cls(c, w, mesh, MetricWriter(w), jax.random.key(seed)))
+            run = dataclasses.replace(run, seeds=seeds, seed_runs=tuple(runs))
+        return run
 
     def key(self, purpose: int) -> jax.Array:
         return jax.random.fold_in(self.base_key, purpose)
 
     def replicate(self, tree):
         return dp.replicate(tree, self.mesh)
+
+    def per_seed(self, fn: Callable[..., Any], *per_seed):
+        """[fn(seed_run, *its elements of the `per_seed` lists) for each seed] on the seed axis;
+        fn(self, *per_seed) for one run."""
+        if not self.seeds:
+            return fn(self, *per_seed)
+        return [fn(r, *(a[i] for a in per_seed)) for i, r in enumerate(self.seed_runs)]
+
+    def stack(self, trees):
+        """`per_seed`'s list of trees stacked on a leading seed axis; one run's tree as it is."""
+        return seeds_lib.stack(trees) if self.seeds else trees
+
+    def train_step(self, loss_fn: Callable, *consts, learning_rate=None, donate: bool = True):
+        """(`dp.make_train_step(loss_fn, ...)`, consts): on the seed axis the step is vmapped
+        over the seeds, and each const given as a `per_seed` list is stacked and mapped (the
+        others are shared)."""
+        if not self.seeds:
+            return dp.make_train_step(loss_fn, self.mesh, donate, len(consts),
+                                      learning_rate), consts
+        axes = tuple(0 if isinstance(c, list) else None for c in consts)
+        consts = tuple(seeds_lib.stack(c) if isinstance(c, list) else c for c in consts)
+        return dp.make_train_step(loss_fn, self.mesh, donate, len(consts), learning_rate,
+                                  seed_axes=axes), consts
 
     def step_fn(self, train_step: Callable, sample: Callable[..., Any], *consts,
                 key: jax.Array | None = None, pass_step: bool = False) -> "StepFn":
@@ -222,7 +281,15 @@ class Run:
         `pass_step`: `sample(data_key, step)` (a sampler indexed by the step, e.g. epochs).
         When `sample` has `examples(data_key)` (`dp.EpisodeSampler`) or `step_examples(step)`
         (`dp.StreamSampler`), the step function's `examples(step)` names the step's training
-        examples (what a non-finite loss reports)."""
+        examples (what a non-finite loss reports). On the seed axis (`seeds.SeedStepFn`):
+        `sample` and `key` may be `per_seed` lists (default: one sampler, each seed's
+        `key(STEPS)`)."""
+        if self.seeds:
+            n = len(self.seeds)
+            return seeds_lib.SeedStepFn(
+                train_step, sample if isinstance(sample, list) else [sample] * n, consts,
+                key if isinstance(key, list) else [r.key(STEPS) for r in self.seed_runs],
+                pass_step, DataWait())
         return StepFn(train_step, sample, consts, self.key(STEPS) if key is None else key,
                       pass_step)
 
@@ -233,7 +300,13 @@ class Run:
         """`ttw_jax.core.train.loop.fit` under `config.eval.metric` / `config.eval.mode`. A stage
         of a multi-stage run passes its own `workdir` (a sub-directory, with its own writer),
         `config` (num_steps, eval_every, ...) and `metric` / `mode`. `data`: a streaming
-        iterator whose state the checkpoints keep (see `fit`)."""
+        iterator whose state the checkpoints keep (see `fit`). On the seed axis
+        (`seeds.fit_seeds`): `evaluate` is a `per_seed` list, `data` one iterator per seed, and
+        the meta a list of each seed's; a stage's `workdir` is `<seed workdir>/<stage>` per
+        seed."""
+        if self.seeds:
+            return self._fit_seeds(state, step_fn, evaluate, eval_prefix, hooks, workdir,
+                                   config, metric, mode, data)
         writer = self.writer if workdir is None else MetricWriter(workdir)
         try:
             return fit(state, config=config or self.config, workdir=workdir or self.workdir,
@@ -244,6 +317,41 @@ class Run:
         finally:
             if workdir is not None:
                 writer.close()
+
+    def _fit_seeds(self, state, step_fn, evaluates, eval_prefix, hooks, stage, config, metric,
+                   mode, data):
+        stage = None if stage is None else paths.resolve(stage).name
+        dirs = [r.workdir if stage is None else r.workdir / stage for r in self.seed_runs]
+        writers = ([r.writer for r in self.seed_runs] if stage is None
+                   else [MetricWriter(d) for d in dirs])
+        try:
+            return seeds_lib.fit_seeds(
+                state, config=config or self.config,
+                workdir=self.workdir if stage is None else self.workdir / stage,
+                seed_workdirs=dirs, writers=writers, place=self.replicate, step_fn=step_fn,
+                evaluates=evaluates, metric=metric or self.config.eval.metric,
+                mode=mode or self.config.eval.mode, eval_prefix=eval_prefix, hooks=hooks,
+                data=data)
+        finally:
+            if stage is not None:
+                for w in writers:
+                    w.close()
+
+    def each_seed(self, report: Callable[..., dict], best_params, meta, *per_seed,
+                  name: str = "") -> dict:
+        """`report(run, best_params, meta, *per_seed)` (one run's results, written by its
+        `finish`). On the seed axis: called for each seed's `Run` with its slice of the stacked
+        `best_params`, its meta and its element of each `per_seed` list; then the table over
+        the seeds (`<workdir>/sweep.md`, `sweep.json`, titled `name`: the experiment) is
+        written and {"seeds", "summary", "runs": [each seed's results]} returned."""
+        if not self.seeds:
+            return report(self, best_params, meta, *per_seed)
+        runs = [report(r, seeds_lib.take(best_params, i), meta[i], *(a[i] for a in per_seed))
+                for i, r in enumerate(self.seed_runs)]
+        summary = seeds_lib.write_sweep(self.workdir, runs, self.seeds,
+                                        name or self.workdir.name, parallel=True)
+        self.writer.close()
+        return {"seeds": list(self.seeds), "summary": summary, "runs": runs}
 
     def finish(self, results: dict, summary: str, provenance: dict) -> dict:
         """Process 0 writes `results.json` (`results` with the schema version and `provenance`,

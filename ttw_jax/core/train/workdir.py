@@ -27,6 +27,8 @@ def write_json(path: paths.PathLike, obj, **kw) -> None:
 
 # Keys any run may change when it resumes: what it observes, not what it computes.
 ALWAYS_RESUMABLE = ("profile_steps",)
+# Keys added to every config after runs were written without them: {key: the value they meant}.
+ADDED_KEYS = {"num_seeds": 1}
 # Config leaves (by their last name, at any depth) every trainer needs positive, or >= 0.
 POSITIVE_KEYS = ("batch_size", "eval_every", "log_every", "sdr_batch_size")
 NON_NEGATIVE_KEYS = ("num_steps", "num_epochs")
@@ -105,6 +107,9 @@ def check_workdir_config(config: ml_collections.ConfigDict, workdir: paths.PathL
     if path.exists():
         saved = flatten(json.loads(path.read_text(encoding="utf-8")))
         new = flatten(current)
+        for k, v in ADDED_KEYS.items():
+            if k in new and k not in saved:
+                saved[k] = v
         diff = [f"{k}: {saved.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(saved) | set(new))
                 if saved.get(k) != new.get(k)
                 and not k.startswith(tuple(resumable) + ALWAYS_RESUMABLE)]
