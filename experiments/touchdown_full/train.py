@@ -140,6 +140,8 @@ def navigate(nav_cfg, nav_dir: str, split: str, key: jax.Array) -> dict:
     goal [E] panoid, records, links, best_step, feature_width, max_tokens (the instructions'
     padded length)}."""
     data = nav_train.load_data(nav_cfg, nav_dir, [split])
+    data["features"], data["convention"] = nav_train.load_features(nav_cfg, data["graph"],
+                                                                   data["nodes"])
     model = nav_train.build_model(nav_cfg, len(data["vocab"]))
     template = nav_train.init_params(nav_cfg, model, data["features"].shape, jax.random.key(0))
     params, best_step = restore(nav_dir, model, template, nav_cfg.optim, nav_cfg.num_steps)
