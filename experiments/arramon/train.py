@@ -413,9 +413,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                    "best_step": meta["best_step"], "last_step": meta["step"],
                    "num_params": {**{k: num_params(v) for k, v in best_params.items()},
                                   "total": num_params(best_params)}}
-        return report_splits(run, config, results, best_params, meta, drawn, key)
-
-    def report_splits(run, config, results, best_params, meta, drawn, key):
         for split in splits(d.eval_splits):
             if split in hidden:         # no reference: predictions only
                 results[split] = hidden_predictions(predict, best_params, data, split, run,

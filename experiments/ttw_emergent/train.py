@@ -181,9 +181,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                                       jax.random.fold_in(r.key(INIT), 1), run.mesh)
     # Sampled walks come from the step's key alone: one sampler serves every seed; the
     # enumerated epochs are shuffled by each seed's own key.
-    sample_batch, pass_step, per_epoch = sampler(run)
+    sample_batch, pass_step, per_epoch = sampler(run.seed_runs[0] if run.seeds else run)
     if run.seeds and per_epoch is not None:
-        sample_batch = [s for s, _, _ in run.per_seed(sampler)]
+        sample_batch = [sample_batch] + [sampler(r)[0] for r in run.seed_runs[1:]]
     fit_config = config
     if per_epoch is not None:
         fit_config = ml_collections.ConfigDict(config.to_dict())

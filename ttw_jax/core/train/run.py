@@ -38,6 +38,7 @@ import time
 from typing import Any, Callable, Sequence
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import optax
@@ -186,10 +187,15 @@ class StepFn:
     def _data_key(self, step: int):
         return jax.random.split(jax.random.fold_in(self.key, step))
 
-    def __call__(self, state, step):
+    def batch(self, step: int):
+        """(the batch of training step `step`, the step's own key)."""
         k_data, k_step = self._data_key(step)
         batch = self.data_wait.timed(self.sample, *((k_data, step) if self.pass_step
                                                     else (k_data,)))
+        return batch, k_step
+
+    def __call__(self, state, step):
+        batch, k_step = self.batch(step)
         return self.train_step(state, batch, k_step, *self.consts)
 
     def examples(self, step: int) -> list[str] | None:
@@ -198,6 +204,26 @@ class StepFn:
         if self.pass_step or not hasattr(self.sample, "examples"):
             return None
         return self.sample.examples(self._data_key(step)[0])
+
+
+@dataclasses.dataclass(frozen=True)
+class SeedStepFn:
+    """`Run.step_fn` of a run on the seed axis: step(state, step) draws each seed's batch as its
+    separate run's `StepFn` would (`seeds[i]`: seed i's sampler and key; the same sampler for
+    every seed when the data order comes from the key alone), stacks the batches and the step
+    keys on the seed axis and runs the vmapped `train_step` once. `for_seed(i)` is seed i's
+    `StepFn` (what names its batches); `data_wait()` as `StepFn`'s, over every seed."""
+    train_step: Callable
+    seeds: tuple[StepFn, ...]
+    consts: tuple
+    data_wait: DataWait
+
+    def __call__(self, state, step):
+        batches, keys = zip(*(one.batch(step) for one in self.seeds))
+        return self.train_step(state, seeds_lib.stack(batches), jnp.stack(keys), *self.consts)
+
+    def for_seed(self, i: int) -> StepFn:
+        return self.seeds[i]
 
 
 @dataclasses.dataclass
@@ -275,21 +301,21 @@ class Run:
                                   seed_axes=axes), consts
 
     def step_fn(self, train_step: Callable, sample: Callable[..., Any], *consts,
-                key: jax.Array | None = None, pass_step: bool = False) -> "StepFn":
+                key: jax.Array | None = None, pass_step: bool = False) -> "StepFn | SeedStepFn":
         """step_fn(state, step) for `fit`: splits `fold_in(key, step)` (default `key(STEPS)`) into
         a data key for `sample` and the step's own key, so a resumed run draws the same data.
         `pass_step`: `sample(data_key, step)` (a sampler indexed by the step, e.g. epochs).
         When `sample` has `examples(data_key)` (`dp.EpisodeSampler`) or `step_examples(step)`
         (`dp.StreamSampler`), the step function's `examples(step)` names the step's training
-        examples (what a non-finite loss reports). On the seed axis (`seeds.SeedStepFn`):
+        examples (what a non-finite loss reports). On the seed axis (`SeedStepFn`):
         `sample` and `key` may be `per_seed` lists (default: one sampler, each seed's
         `key(STEPS)`)."""
         if self.seeds:
-            n = len(self.seeds)
-            return seeds_lib.SeedStepFn(
-                train_step, sample if isinstance(sample, list) else [sample] * n, consts,
-                key if isinstance(key, list) else [r.key(STEPS) for r in self.seed_runs],
-                pass_step, DataWait())
+            n, wait = len(self.seeds), DataWait()
+            samples = sample if isinstance(sample, list) else [sample] * n
+            keys = key if isinstance(key, list) else [r.key(STEPS) for r in self.seed_runs]
+            return SeedStepFn(train_step, tuple(StepFn(train_step, s, (), k, pass_step, wait)
+                                                for s, k in zip(samples, keys)), consts, wait)
         return StepFn(train_step, sample, consts, self.key(STEPS) if key is None else key,
                       pass_step)
 

@@ -3,9 +3,9 @@
 `config.num_seeds = N` (> 1) trains seeds `config.seed, ..., config.seed + N - 1`. A trainer on
 the seed axis (`Run.start(..., parallel_seeds=True)`) stacks the N parameter, optimizer-state and
 random-key trees on a leading axis and `vmap`s its train step over them, so the N seeds are one
-program compiled once (`dp.make_train_step(seed_axes=...)`, `SeedStepFn`, `fit_seeds`). Each seed
-draws the batches a separate run with its seed would (its own `fold_in(key(seed), STEPS)`
-stream), is evaluated by its own dev evaluation, keeps its own best parameters and stops early
+program compiled once (`dp.make_train_step(seed_axes=...)`, `run.SeedStepFn`, `fit_seeds`).
+Each seed draws the batches a separate run with its seed would (its own
+`fold_in(key(seed), STEPS)` stream), is evaluated by its own dev evaluation, keeps its own best parameters and stops early
 on its own (a stopped seed's best parameters are kept while the others train), and writes its
 results into `<workdir>/s<seed>/` as a separate run would; `<workdir>/sweep.{md,json}` holds the
 table of mean +- std (`write_sweep`). A trainer whose step is not one program over seeds runs
@@ -20,7 +20,6 @@ Layout of a parallel run:
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import time
@@ -75,53 +74,8 @@ def put(tree, i: int, value):
     return jax.tree_util.tree_map(lambda t, v: t.at[i].set(v), tree, value)
 
 
-@dataclasses.dataclass(frozen=True)
-class SeedStepFn:
-    """`Run.step_fn` of a run on the seed axis: step(state, step) draws each seed's batch with
-    that seed's key (the draw its separate run makes: `split(fold_in(keys[i], step))`), stacks
-    the batches and the step keys on the seed axis and runs the vmapped `train_step` once.
-    `samples[i]` is seed i's sampler (the same object for every seed when the data order comes
-    from the key alone)."""
-    train_step: Callable
-    samples: Sequence[Callable[..., Any]]
-    consts: tuple
-    keys: Sequence[jax.Array]
-    pass_step: bool = False
-    data_wait: Any = None      # a `run.DataWait`
-
-    def _keys(self, i: int, step: int):
-        return jax.random.split(jax.random.fold_in(self.keys[i], step))
-
-    def __call__(self, state, step):
-        data, steps = [], []
-        for i, sample in enumerate(self.samples):
-            k_data, k_step = self._keys(i, step)
-            args = (k_data, step) if self.pass_step else (k_data,)
-            data.append(self.data_wait.timed(sample, *args) if self.data_wait else sample(*args))
-            steps.append(k_step)
-        return self.train_step(state, stack(data), jnp.stack(steps), *self.consts)
-
-    def for_seed(self, i: int) -> "_OneSeed":
-        """What `nonfinite_message` reads of one seed: `examples(step)`."""
-        return _OneSeed(self, i)
-
-
-@dataclasses.dataclass(frozen=True)
-class _OneSeed:
-    parent: SeedStepFn
-    index: int
-
-    def examples(self, step: int) -> list[str] | None:
-        sample = self.parent.samples[self.index]
-        if hasattr(sample, "step_examples"):
-            return sample.step_examples(step)
-        if self.parent.pass_step or not hasattr(sample, "examples"):
-            return None
-        return sample.examples(self.parent._keys(self.index, step)[0])
-
-
 def fit_seeds(state: Any, *, config: ml_collections.ConfigDict, workdir, seed_workdirs: Sequence,
-              writers: Sequence, place: Callable, step_fn: SeedStepFn,
+              writers: Sequence, place: Callable, step_fn: Callable,
               evaluates: Sequence[Callable[[Any], dict]], metric: str, mode: str = "max",
               eval_prefix: str = "valid", hooks: Sequence[Callable[[int], None]] = (),
               data: Sequence | None = None):
@@ -191,7 +145,7 @@ def fit_seeds(state: Any, *, config: ml_collections.ConfigDict, workdir, seed_wo
                     continue
                 host = jax.device_get(pending)
                 seconds = max(time.time() - t0, 1e-9)
-                wait = step_fn.data_wait() if step_fn.data_wait is not None else None
+                wait = step_fn.data_wait()
                 pending, t0 = [], time.time()
                 training = [i for i in range(n) if not metas[i]["stopped"]]
                 for i in training:
@@ -207,8 +161,7 @@ def fit_seeds(state: Any, *, config: ml_collections.ConfigDict, workdir, seed_wo
                     scalars = {f"train/{k}": float(np.mean([m[k][i] for m in host]))
                                for k in host[0]}
                     scalars["train/steps_per_second"] = len(host) / seconds
-                    if wait is not None:
-                        scalars["train/data_wait_ms"] = 1e3 * wait / len(host)
+                    scalars["train/data_wait_ms"] = 1e3 * wait / len(host)
                     if evaluate_now:
                         m = metas[i]
                         params = take(state.params, i)
