@@ -30,7 +30,6 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 from flax.training import train_state
-from jax.sharding import NamedSharding, PartitionSpec as P
 
 from ttw_datasets.arramon import arramon_dataset_builder as arramon_builder
 from ttw_jax.core import tfds as ttw_tfds
@@ -213,27 +212,23 @@ def optimizer(config: ml_collections.ConfigDict):
 
 
 def make_train_step(config: ml_collections.ConfigDict, loss_fn, mesh, num_consts: int = 0,
-                    seed_axes: tuple | None = None):
+                    seed_axes: tuple | None = None, num_seeds: int = 0):
     """step(state, batch, rng, *consts) -> (state, metrics), jitted over `mesh`, of
     `config.train_update`: "joint", one update on the mean of both modules' losses over a
     batch of turns (`dp.make_train_step`); "per_module_per_turn", the official
     `main_nosim.py`'s four updates of a batch of instances (`losses.per_module_updates`, each
     module's gradient clipped to `optim.grad_clip` by itself). `seed_axes`: the step of several
-    seeds stacked on a leading axis (as `dp.make_train_step`'s)."""
+    `num_seeds` seeds stacked on a leading axis (as `dp.make_train_step`'s)."""
     if config.train_update == "joint":
-        return dp.make_train_step(loss_fn, mesh, num_consts=num_consts, seed_axes=seed_axes)
+        return dp.make_train_step(loss_fn, mesh, num_consts=num_consts, seed_axes=seed_axes,
+                                  num_seeds=num_seeds)
 
     def step(state, batch, rng, *consts):
         update = losses.per_module_updates(loss_fn, state.tx, config.optim.grad_clip)
         params, opt_state, metrics = update(state.params, state.opt_state, batch, rng, *consts)
         return state.replace(step=state.step + 1, params=params, opt_state=opt_state), metrics
 
-    repl, rows = dp.replicated(mesh), dp.batch_sharded(mesh)
-    if seed_axes is not None:
-        step = jax.vmap(step, in_axes=(0, 0, 0, *seed_axes))
-        rows = NamedSharding(mesh, P(None, dp.AXIS))
-    return jax.jit(step, in_shardings=(repl, rows, repl) + (repl,) * num_consts,
-                   out_shardings=(repl, repl), donate_argnums=(0,))
+    return dp.jit_step(step, mesh, num_consts, seed_axes=seed_axes, num_seeds=num_seeds)
 
 
 def init_params(models, key: jax.Array, width: int = arramon_features.FEATURE_SHAPE[-1]) -> dict:
@@ -360,7 +355,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         loss_fn = losses.imitation_loss(*models, NUM_TYPES, config.student_forcing,
                                         config.train_horizon, seen.get("true"))
         train_step = make_train_step(config, loss_fn, run.mesh, num_consts=1,
-                                     seed_axes=(None,) if run.seeds else None)
+                                     seed_axes=(None,) if run.seeds else None,
+                                     num_seeds=len(run.seeds))
         examples = ae.turn_examples(data["episodes"][d.train_split])
         sample = dp.episode_sampler(ae.paired_turns(examples) if per_turn else examples,
                                     config.batch_size, run.mesh, names=names)

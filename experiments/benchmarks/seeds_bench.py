@@ -70,7 +70,7 @@ def compare(loss_fn, states, batches, keys, steps: int) -> dict:
         seq_steps += per_step
     sequential = time.perf_counter() - t
     t = time.perf_counter()
-    step = dp.make_train_step(loss_fn, mesh, donate=False, seed_axes=())
+    step = dp.make_train_step(loss_fn, mesh, donate=False, seed_axes=(), num_seeds=n)
     _, par_step = time_steps(step, dp.replicate(stack(states), mesh), stack(batches),
                              jnp.stack(keys), steps)
     parallel = time.perf_counter() - t

@@ -10,6 +10,7 @@ baselines, and writes heatmaps of predicted distributions with the gold location
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, Sequence
 
 import jax
@@ -21,10 +22,10 @@ from ttw_datasets.touchdown import touchdown_dataset_builder as td_builder
 from ttw_jax.core import paths
 from ttw_jax.core.stream import BatchStream
 from ttw_jax.core.train import data_parallel as dp, provenance as prov
-from ttw_jax.core.train.run import (INIT, STEPS, DataWait, Run, check_eval, evaluate_best,
+from ttw_jax.core.train.run import (INIT, Run, check_eval, evaluate_best,
                                     make_optimizer, mean_over_seeds)
 from ttw_jax.core.train.precision import with_dtype
-from ttw_jax.core.train.seeds import sequential_seeds
+from ttw_jax.core.train.seeds import SeedsApart, check_fits, sequential_seeds
 from ttw_jax.core.vocab import Vocabulary, token_limit
 from ttw_jax.touchdown import records as td_records
 from ttw_jax.touchdown.dataset import data_provenance, prepare
@@ -102,22 +103,32 @@ def streamed_splits(config: ml_collections.ConfigDict, evals: Sequence[str]) -> 
     return splits
 
 
-def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
+def load_prepared(config: ml_collections.ConfigDict) -> dict:
+    """{split: arrays} of the prepared dataset `data.tfds_config` (train and `data.eval_splits`),
+    prepared first where needed."""
+    d = config.data
+    evals = [s for s in d.eval_splits.split(",") if s]
+    prepare(d.tfds_config, d.tfds_dir or None, d.manual_dir or None)
+    raw = td_builder.load_sdr(d.tfds_dir or None, d.tfds_config)
+    missing = [s for s in ["train", *evals] if s not in raw]
+    if missing:
+        raise ValueError(f"touchdown/{d.tfds_config} has no split(s) {missing}; it has "
+                         f"{sorted(raw)}")
+    return raw
+
+
+def load_data(config: ml_collections.ConfigDict, workdir: str, raw: dict | None = None) -> dict:
     """{split: arrays} with features [E, H, W, C] (float16; a `LazyRows` with `data.stream`),
     center [E, 2], tokens [E, L], token_len [E], route_id [E]; 'train' and 'tune' come from the
-    train split; with the vocabulary and `max_tokens` = L (`data.max_tokens`, or 0: the longest
-    description of the splits)."""
+    train split (the tune part drawn from `config.seed`); with the vocabulary (built on that
+    train part) and `max_tokens` = L (`data.max_tokens`, or 0: the longest description of the
+    splits). `raw`: `load_prepared`'s splits, when already read (one read for every seed)."""
     d = config.data
     evals = [s for s in d.eval_splits.split(",") if s]
     if d.stream:
         splits = streamed_splits(config, evals)
     else:
-        prepare(d.tfds_config, d.tfds_dir or None, d.manual_dir or None)
-        raw = td_builder.load_sdr(d.tfds_dir or None, d.tfds_config)
-        missing = [s for s in ["train", *evals] if s not in raw]
-        if missing:
-            raise ValueError(f"touchdown/{d.tfds_config} has no split(s) {missing}; it has "
-                             f"{sorted(raw)}")
+        raw = load_prepared(config) if raw is None else raw
         splits = dict(zip(("train", "tune"), split_tune(raw["train"], d.tune_fraction,
                                                         config.seed)))
         splits.update({s: raw[s] for s in evals})
@@ -279,10 +290,54 @@ def imported_params(path: str, template) -> dict:
     return params
 
 
-@sequential_seeds("touchdown_sdr")   # its seeds train one after another
+class TrainRows:
+    """One run's training batches for `StepFn(host_order=True)`: `rows(step)` drawn on the host
+    from (seed, step), so a resumed run sees the same data, or (`data.stream`) the next batch
+    of a stream whose state the checkpoints keep; `step_examples(step)` names them (route ids
+    and feature files: what a non-finite loss reports)."""
+
+    def __init__(self, config: ml_collections.ConfigDict, train: dict, mesh):
+        self.config, self.train, self.mesh = config, train, mesh
+        self.keys = ("features", "center", "tokens", "token_len")
+        self.stream = self.sampler = None
+        if config.data.stream:   # this process's rows of each batch, read by grain's threads
+            self.stream = BatchStream.of_rows(train, self.keys, config.batch_size, config.seed,
+                                              config.data.stream_threads)
+            self.sampler = dp.StreamSampler(self.stream, mesh)   # next batches on the devices
+
+    def rows(self, step: int) -> np.ndarray:
+        return np.random.default_rng((self.config.seed, step)).integers(
+            0, len(self.train["center"]), self.config.batch_size)
+
+    def __call__(self, step: int):
+        if self.sampler is not None:   # the stream's state is checkpointed: resumed runs alike
+            return self.sampler()
+        idx = self.rows(step)
+        return dp.shard_global({k: self.train[k][idx] for k in self.keys},
+                               dp.batch_sharded(self.mesh))
+
+    def step_examples(self, step: int) -> list[str]:
+        train = self.train
+        idx = self.stream.global_rows(step - 1) if self.stream is not None else self.rows(step)
+        files = (train["feature_file"] if "feature_file" in train else
+                 [f"features/{p}.npy" for p in train["panoid"]] if "panoid" in train else None)
+        return [f"train: route_id {train['route_id'][i]}"
+                + (f", {files[i]}" if files is not None else "") for i in idx]
+
+
+def seeds_share_a_program(config: ml_collections.ConfigDict) -> bool:
+    """Training from prepared data puts the seeds on one axis; streamed rows (one reader per
+    seed) and the baselines (nothing trains) take the seeds in turn."""
+    return config.mode == "train" and not config.data.stream
+
+
+@sequential_seeds("touchdown_sdr", when=lambda c: not seeds_share_a_program(c))
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                        hooks: Sequence[Callable[[int], None]] = ()) -> dict:
-    """Trains, checkpoints into `workdir`, evaluates; returns (and writes) the results dict."""
+    """Trains, checkpoints into `workdir`, evaluates; returns (and writes) the results dict.
+    With `num_seeds` > 1 the seeds train in one program (each its own tune split and
+    vocabulary) unless their vocabularies differ in size or they do not fit in a device's
+    memory (`seeds.SeedsApart`: they then train in turn)."""
     if config.model.name not in SDR_MODELS:
         raise ValueError(f"model.name must be one of {tuple(SDR_MODELS)}, got "
                          f"{config.model.name!r}")
@@ -293,66 +348,62 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                          "model.name=lingunet_official")
     if config.mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {config.mode!r}")
-    run = Run.start(config, workdir, RESUMABLE_CHANGES)
+    run = Run.start(config, workdir, RESUMABLE_CHANGES,
+                    parallel_seeds=seeds_share_a_program(config))
     if config.mode == "baselines":
         results = baselines_on_records(config)
         return run.finish(results, format_results(results), run_provenance(config, None))
-    data = load_data(config, workdir)
-    splits = data["splits"]
-    train = splits["train"]
+    raw = None if config.data.stream else load_prepared(config)
+    data = run.per_seed(lambda r: load_data(r.config, r.workdir, raw))
+    first = data[0] if run.seeds else data
+    train = first["splits"]["train"]
+    vocab_sizes = {len(d["vocab"]) for d in (data if run.seeds else [data])}
+    if len(vocab_sizes) > 1:
+        raise SeedsApart(f"the seeds' tune splits leave vocabularies of {sorted(vocab_sizes)} "
+                         "words: their embedding tables differ in shape")
     fit_cfg = fit_config(config, len(train["center"]))
-    model = build_model(config, len(data["vocab"]))
-    params = model.init(run.key(INIT), train["tokens"][:2], train["token_len"][:2],
-                        train["features"][:2].astype(np.float32))
-    if config.model.checkpoint:
-        params = imported_params(config.model.checkpoint, params)
-    state = train_state.TrainState.create(
-        apply_fn=model.apply, params=params,
-        tx=make_optimizer(optimizer_config(config), config.num_steps))
-    train_step = dp.make_train_step(make_loss(model, config.sigma), run.mesh)
+    model = build_model(config, len(first["vocab"]))
+    tx = make_optimizer(optimizer_config(config), config.num_steps)
+
+    def init_state(r: Run, d: dict):
+        t = d["splits"]["train"]
+        params = model.init(r.key(INIT), t["tokens"][:2], t["token_len"][:2],
+                            t["features"][:2].astype(np.float32))
+        if config.model.checkpoint:
+            params = imported_params(config.model.checkpoint, params)
+        return train_state.TrainState.create(apply_fn=model.apply, params=params, tx=tx)
+
+    state = run.stack(run.per_seed(init_state, data))
+    train_step, _ = run.train_step(make_loss(model, config.sigma))
+    samplers = run.per_seed(lambda r, d: TrainRows(r.config, d["splits"]["train"], run.mesh),
+                            data)
+    step_fn = run.step_fn(train_step, samplers, host_order=True)
+    if run.seeds:   # e.g. LingUNet at the paper's size: N copies may not fit
+        check_fits(train_step, lambda: (state, *step_fn.batch(1)))
     predict = make_predictor(model)
-    keys = ("features", "center", "tokens", "token_len")
-    step_key = run.key(STEPS)
-    stream = sampler = None
-    if config.data.stream:   # this process's rows of each batch, read by grain's threads
-        stream = BatchStream.of_rows(train, keys, config.batch_size, config.seed,
-                                     config.data.stream_threads)
-        sampler = dp.StreamSampler(stream, run.mesh)   # puts the next batches on the devices
 
-    def rows(step):   # drawn on the host from (seed, step), so a resumed run sees the same data
-        return np.random.default_rng((config.seed, step)).integers(0, len(train["center"]),
-                                                                   config.batch_size)
+    def tuner(r: Run, d: dict):
+        return lambda params: evaluate(predict, params, d["splits"]["tune"],
+                                       config.eval.batch_size)[0]
 
-    def batch_of(step):
-        if sampler is not None:   # the stream's state is checkpointed: resumed runs read alike
-            return sampler()
-        idx = rows(step)
-        return dp.shard_global({k: train[k][idx] for k in keys}, dp.batch_sharded(run.mesh))
-
-    data_wait = DataWait()      # logged by `fit` as train/data_wait_ms
-
-    def step_fn(state, step):
-        return train_step(state, data_wait.timed(batch_of, step),
-                          jax.random.fold_in(step_key, step))
-    step_fn.data_wait = data_wait
-
-    def examples(step):   # what a non-finite loss names: route ids and feature files
-        idx = stream.global_rows(step - 1) if stream is not None else rows(step)
-        files = (train["feature_file"] if "feature_file" in train else
-                 [f"features/{p}.npy" for p in train["panoid"]] if "panoid" in train else None)
-        return [f"train: route_id {train['route_id'][i]}"
-                + (f", {files[i]}" if files is not None else "") for i in idx]
-    step_fn.examples = examples
-
-    def tune_metrics(params):
-        return evaluate(predict, params, splits["tune"], config.eval.batch_size)[0]
-
+    tune_metrics = run.per_seed(tuner, data)
     if config.num_steps == 0 and config.model.checkpoint:   # evaluate the imported model
-        best_params, meta = params, {"best_step": 0, "step": 0, "best_eval": None}
+        best_params = state.params
+        meta = run.per_seed(lambda r: {"best_step": 0, "step": 0, "best_eval": None})
     else:
         state, best_params, meta = run.fit(state, step_fn, tune_metrics, eval_prefix="tune",
-                                           hooks=hooks, data=sampler, config=fit_cfg)
+                                           hooks=hooks, config=fit_cfg,
+                                           data=None if run.seeds else samplers.sampler)
+    report = functools.partial(report_run, predict=predict, fit_cfg=fit_cfg)
+    return run.each_seed(report, best_params, meta, data, tune_metrics, name="touchdown_sdr")
 
+
+def report_run(run: Run, best_params, meta: dict, data: dict, tune_metrics, *, predict,
+               fit_cfg) -> dict:
+    """One run's results: its best parameters on the tune and evaluation splits beside the
+    baselines, predictions files and heatmaps where asked for; written by `run.finish`."""
+    config = run.config
+    splits, train = data["splits"], data["splits"]["train"]
     results = {"config": config.to_dict(), "model": config.model.name,
                "best_step": meta["best_step"], "last_step": meta["step"],
                "eval_every": fit_cfg.eval_every,

@@ -111,11 +111,12 @@ class TrainerContract:
     def test_seeds_in_one_program_give_the_separate_runs(self, trained, tfds_dir, tmp_path,
                                                         learning_seed):
         """`num_seeds=2` (killed mid-training, then resumed): each seed's results.json equals its
-        separate run's, and the table holds their mean. Bitwise on the CPUs measured (these
-        tiny configs on 8 devices); the vmapped step's batched matmuls may round differently
-        elsewhere (a default-sized navigation run on one CPU device: losses equal to 2e-7
-        relative, outcomes apart after 300 steps), so numbers are compared to 1e-4 and
-        counts (steps, episodes) exactly."""
+        separate run's, and the table holds their mean. The two seeds train on 2 groups of 4 of
+        the 8 devices (`dp.seed_mesh`), each seed's batch over 4 devices where its separate run
+        spreads it over 8, and the vmapped step's batched matmuls may round differently from
+        the plain ones (a default-sized navigation run on one CPU device: losses equal to 2e-7
+        relative, outcomes apart after 300 steps), so numbers are compared to 1e-4 and counts
+        (steps, episodes) exactly."""
         trainer = TRAINERS[self.name]
         if not trainer.parallel_seeds:
             pytest.skip(f"{self.name} trains its seeds one after another")

@@ -153,7 +153,7 @@ TRAINERS = {t.name: t for t in (
             outputs=("results.json", "config.json", "metrics.jsonl", "vocab.json",
                      "trajectories.png", "predictions_test.jsonl")),
     Trainer("touchdown_sdr", _touchdown_sdr, (4, 8, 12), crash_after=6,
-            checkpoints_at_crash=("4",),
+            checkpoints_at_crash=("4",), parallel_seeds=True,
             changed=("model.name", "concat", "model.name: 'lingunet' -> 'concat'"),
             outputs=("results.json", "config.json", "metrics.jsonl", "vocab.json",
                      "heatmaps.png", "predictions_test.jsonl")),

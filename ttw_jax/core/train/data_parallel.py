@@ -1,4 +1,5 @@
-"""Data-parallel training over a 1-D `('data',)` device mesh (the pmap-equivalent step).
+"""Data-parallel training over a 1-D `('data',)` device mesh (the pmap-equivalent step); seeds
+stacked in one program over a 2-D `('seeds', 'data')` mesh (`jit_step`).
 
 The step is one `jax.jit` program: parameters and optimizer state are replicated, the batch is
 sharded along its leading axis, and the loss is the mean over the *global* batch, so XLA inserts
@@ -7,6 +8,7 @@ shards it equals a `jax.pmap` step that averages the per-device losses (tested).
 """
 from __future__ import annotations
 
+import math
 import queue
 import threading
 from typing import Any, Callable
@@ -18,6 +20,7 @@ from flax.training import train_state
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 AXIS = "data"
+SEEDS = "seeds"        # the seed axis of a 2-D mesh (`seed_mesh`)
 LossFn = Callable[[Any, Any, jax.Array], tuple[jax.Array, dict]]
 
 
@@ -44,8 +47,49 @@ def check_batch_size(batch_size: int, mesh: Mesh) -> None:
                          f"of the '{AXIS}' mesh; pick a multiple of {mesh.size}")
 
 
+def seed_mesh(mesh: Mesh, num_seeds: int) -> Mesh:
+    """`mesh`'s devices as a 2-D ('seeds', 'data') mesh for N seeds in one program: gcd(N,
+    devices) groups, each training N / groups of the seeds data-parallel over its devices (one
+    seed per group of a pod's chips when they divide; 1 group, every device training every
+    seed, when N and the device count share no factor)."""
+    groups = math.gcd(num_seeds, mesh.size)
+    return Mesh(mesh.devices.reshape(groups, -1), (SEEDS, AXIS))
+
+
+def jit_step(step: Callable, mesh: Mesh, num_consts: int = 0, donate: bool = True,
+             seed_axes: tuple | None = None, num_seeds: int = 0):
+    """`step(state, batch, rng, *consts) -> (state, metrics)` jitted over `mesh`: the state, rng
+    and consts replicated, the batch sharded over 'data'. `seed_axes` (one entry per const: 0
+    when it carries a leading seed axis, None when the seeds share it): `step` `vmap`ped over
+    `num_seeds` seeds stacked on the leading axis of the state, the batch ([N, B, ...]), the rng
+    ([N]) and those consts, on the 2-D `seed_mesh`: the seeds split over its 'seeds' groups,
+    each seed's batch over its group's 'data' devices; its metrics are [N]. The returned
+    function first puts its arguments in those shardings (a no-op for the state it returned)."""
+    if seed_axes is None:
+        repl = replicated(mesh)
+        return jax.jit(step, in_shardings=(repl, batch_sharded(mesh), repl) + (repl,) * num_consts,
+                       out_shardings=(repl, repl), donate_argnums=(0,) if donate else ())
+    if len(seed_axes) != num_consts:
+        raise ValueError(f"seed_axes needs one entry per const ({num_consts}), got {seed_axes!r}")
+    grid = seed_mesh(mesh, num_seeds)
+    seeds, repl = NamedSharding(grid, P(SEEDS)), NamedSharding(grid, P())
+    ins = (seeds, NamedSharding(grid, P(SEEDS, AXIS)), seeds,
+           *(repl if a is None else seeds for a in seed_axes))
+    jitted = jax.jit(jax.vmap(step, in_axes=(0, 0, 0, *seed_axes)), in_shardings=ins,
+                     out_shardings=(seeds, seeds), donate_argnums=(0,) if donate else ())
+
+    def put(args):
+        return jax.device_put(args, ins[:len(args)])
+
+    def seed_step(*args):
+        return jitted(*put(args))
+    seed_step.lower = lambda *args: jitted.lower(*put(args))
+    seed_step.mesh = grid
+    return seed_step
+
+
 def make_train_step(loss_fn: LossFn, mesh: Mesh, donate: bool = True, num_consts: int = 0,
-                    learning_rate=None, seed_axes: tuple | None = None):
+                    learning_rate=None, seed_axes: tuple | None = None, num_seeds: int = 0):
     """Returns step(state, batch, rng, *consts) -> (state, metrics), jitted over `mesh`.
 
     `loss_fn(params, batch, rng, *consts) -> (loss, metrics)` computes the mean over the global
@@ -54,10 +98,8 @@ def make_train_step(loss_fn: LossFn, mesh: Mesh, donate: bool = True, num_consts
     `learning_rate` (the optimizer's schedule, or a constant): the metrics also hold the
     `learning_rate` of the step's update.
 
-    `seed_axes` (one entry per const: 0 when the const carries a leading seed axis, None when
-    the seeds share it): the step of N seeds in one program (`ttw_jax.core.train.seeds`), vmapped
-    over the leading seed axis of the state, the batch ([N, B, ...], B sharded over 'data'), the
-    rng ([N]) and those consts; its metrics are [N].
+    `seed_axes`, `num_seeds`: the step of N seeds in one program (`ttw_jax.core.train.seeds`),
+    vmapped over their leading seed axis on a ('seeds', 'data') mesh (`jit_step`).
     """
     def step(state: train_state.TrainState, batch, rng, *consts):
         (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(
@@ -67,15 +109,7 @@ def make_train_step(loss_fn: LossFn, mesh: Mesh, donate: bool = True, num_consts
             metrics = {**metrics, "learning_rate": jnp.asarray(lr, jnp.float32)}
         return state.apply_gradients(grads=grads), metrics
 
-    repl, data = replicated(mesh), batch_sharded(mesh)
-    if seed_axes is not None:
-        if len(seed_axes) != num_consts:
-            raise ValueError(f"seed_axes needs one entry per const ({num_consts}), got "
-                             f"{seed_axes!r}")
-        step = jax.vmap(step, in_axes=(0, 0, 0, *seed_axes))
-        data = NamedSharding(mesh, P(None, AXIS))
-    return jax.jit(step, in_shardings=(repl, data, repl) + (repl,) * num_consts,
-                   out_shardings=(repl, repl), donate_argnums=(0,) if donate else ())
+    return jit_step(step, mesh, num_consts, donate, seed_axes, num_seeds)
 
 
 def make_pmap_train_step(loss_fn: LossFn):

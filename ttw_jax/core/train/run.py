@@ -176,19 +176,25 @@ class DataWait:
 class StepFn:
     """`Run.step_fn`'s result: `__call__(state, step)` runs training step `step`, `examples(step)`
     names its batch's examples (None when the sampler cannot), `data_wait()` the seconds spent
-    getting batches (logged by `fit`)."""
+    getting batches (logged by `fit`). `host_order`: the sampler draws its batch from the step
+    alone (`sample(step)`, e.g. a host generator seeded by (seed, step)) and the step's key is
+    `fold_in(key, step)` itself."""
     train_step: Callable
     sample: Callable[..., Any]
     consts: tuple
     key: jax.Array
     pass_step: bool = False
     data_wait: DataWait = dataclasses.field(default_factory=DataWait)  # fit logs it
+    host_order: bool = False
 
     def _data_key(self, step: int):
         return jax.random.split(jax.random.fold_in(self.key, step))
 
     def batch(self, step: int):
         """(the batch of training step `step`, the step's own key)."""
+        if self.host_order:
+            return (self.data_wait.timed(self.sample, step),
+                    jax.random.fold_in(self.key, step))
         k_data, k_step = self._data_key(step)
         batch = self.data_wait.timed(self.sample, *((k_data, step) if self.pass_step
                                                     else (k_data,)))
@@ -201,7 +207,7 @@ class StepFn:
     def examples(self, step: int) -> list[str] | None:
         if hasattr(self.sample, "step_examples"):     # dp.StreamSampler
             return self.sample.step_examples(step)
-        if self.pass_step or not hasattr(self.sample, "examples"):
+        if self.pass_step or self.host_order or not hasattr(self.sample, "examples"):
             return None
         return self.sample.examples(self._data_key(step)[0])
 
@@ -218,9 +224,13 @@ class SeedStepFn:
     consts: tuple
     data_wait: DataWait
 
-    def __call__(self, state, step):
+    def batch(self, step: int):
+        """(every seed's batch of training step `step` and its key, stacked on the seed axis)."""
         batches, keys = zip(*(one.batch(step) for one in self.seeds))
-        return self.train_step(state, seeds_lib.stack(batches), jnp.stack(keys), *self.consts)
+        return seeds_lib.stack(batches), jnp.stack(keys)
+
+    def __call__(self, state, step):
+        return self.train_step(state, *self.batch(step), *self.consts)
 
     def for_seed(self, i: int) -> StepFn:
         return self.seeds[i]
@@ -298,26 +308,30 @@ class Run:
         axes = tuple(0 if isinstance(c, list) else None for c in consts)
         consts = tuple(seeds_lib.stack(c) if isinstance(c, list) else c for c in consts)
         return dp.make_train_step(loss_fn, self.mesh, donate, len(consts), learning_rate,
-                                  seed_axes=axes), consts
+                                  seed_axes=axes, num_seeds=len(self.seeds)), consts
 
     def step_fn(self, train_step: Callable, sample: Callable[..., Any], *consts,
-                key: jax.Array | None = None, pass_step: bool = False) -> "StepFn | SeedStepFn":
+                key: jax.Array | None = None, pass_step: bool = False,
+                host_order: bool = False) -> "StepFn | SeedStepFn":
         """step_fn(state, step) for `fit`: splits `fold_in(key, step)` (default `key(STEPS)`) into
         a data key for `sample` and the step's own key, so a resumed run draws the same data.
         `pass_step`: `sample(data_key, step)` (a sampler indexed by the step, e.g. epochs).
         When `sample` has `examples(data_key)` (`dp.EpisodeSampler`) or `step_examples(step)`
         (`dp.StreamSampler`), the step function's `examples(step)` names the step's training
-        examples (what a non-finite loss reports). On the seed axis (`SeedStepFn`):
+        examples (what a non-finite loss reports). `host_order`: `sample(step)` draws the batch
+        on the host and the step's key is `fold_in(key, step)` (`StepFn`). On the seed axis
+        (`SeedStepFn`):
         `sample` and `key` may be `per_seed` lists (default: one sampler, each seed's
         `key(STEPS)`)."""
         if self.seeds:
             n, wait = len(self.seeds), DataWait()
             samples = sample if isinstance(sample, list) else [sample] * n
             keys = key if isinstance(key, list) else [r.key(STEPS) for r in self.seed_runs]
-            return SeedStepFn(train_step, tuple(StepFn(train_step, s, (), k, pass_step, wait)
+            return SeedStepFn(train_step, tuple(StepFn(train_step, s, (), k, pass_step, wait,
+                                                       host_order)
                                                 for s, k in zip(samples, keys)), consts, wait)
         return StepFn(train_step, sample, consts, self.key(STEPS) if key is None else key,
-                      pass_step)
+                      pass_step, host_order=host_order)
 
     def fit(self, state, step_fn: Callable, evaluate: Callable[[Any], dict], *,
             eval_prefix: str = "dev", hooks: Sequence[Callable[[int], None]] = (),

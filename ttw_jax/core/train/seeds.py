@@ -8,8 +8,13 @@ Each seed draws the batches a separate run with its seed would (its own
 `fold_in(key(seed), STEPS)` stream), is evaluated by its own dev evaluation, keeps its own best parameters and stops early
 on its own (a stopped seed's best parameters are kept while the others train), and writes its
 results into `<workdir>/s<seed>/` as a separate run would; `<workdir>/sweep.{md,json}` holds the
-table of mean +- std (`write_sweep`). A trainer whose step is not one program over seeds runs
-them one after another in the same layout (`sequential_seeds`, `run_seeds`).
+table of mean +- std (`write_sweep`). On a multi-device mesh the seeds and the data are two
+axes (`dp.seed_mesh`: gcd(N, devices) groups, each training its seeds data-parallel over its
+devices; one seed per group of a pod's chips). A trainer whose step is not one program over
+seeds runs them one after another in the same layout (`sequential_seeds`, `run_seeds`), and so
+does one on the axis whose seeds cannot share a program for this config (`SeedsApart`: their
+parameter shapes differ, or N copies of the step do not fit in a device's memory,
+`check_fits`).
 
 Layout of a parallel run:
 
@@ -314,21 +319,66 @@ def run_seeds(train_and_evaluate: Callable[..., dict], config: ml_collections.Co
     return write_sweep(workdir, results, seeds, name)
 
 
+class SeedsApart(Exception):
+    """Raised by a trainer on the seed axis, before it trains, when this config's seeds cannot
+    share one program (their parameter shapes differ, or N of them do not fit in a device's
+    memory); `sequential_seeds` then trains them one after another, logging the reason."""
+
+
+def device_memory() -> int | None:
+    """The bytes a program may use on this process's first device (its allocator's limit), or
+    None where the backend does not say (the CPU)."""
+    stats = jax.local_devices()[0].memory_stats() or {}
+    return stats.get("bytes_limit")
+
+
+def program_memory(jitted: Callable, *args) -> int | None:
+    """The bytes the compiled `jitted(*args)` holds on one device at its peak (arguments,
+    outputs, temporaries; XLA's memory analysis), or None where XLA gives none. `args` may be
+    arrays or `jax.ShapeDtypeStruct`s."""
+    analysis = jitted.lower(*args).compile().memory_analysis()
+    if analysis is None:
+        return None
+    return int(analysis.argument_size_in_bytes + analysis.output_size_in_bytes
+               + analysis.temp_size_in_bytes - analysis.alias_size_in_bytes)
+
+
+def check_fits(jitted: Callable, make_args: Callable[[], tuple], limit: int | None = None,
+               share: float = 0.9) -> None:
+    """SeedsApart unless the seed-axis program `jitted(*make_args())` fits in `share` of the
+    device's memory (`limit`, default `device_memory()`; where neither is known, nothing is
+    checked and `make_args` is not called)."""
+    limit = device_memory() if limit is None else limit
+    if limit is None:
+        return
+    args = make_args()
+    need = program_memory(jitted, *args)
+    if need is not None and need > share * limit:
+        n = len(jax.tree_util.tree_leaves(args[0])[0])
+        raise SeedsApart(f"{n} seeds in one program need {need / 2**30:.2f} GiB on a device "
+                         f"with {limit / 2**30:.2f} GiB")
+
+
 def sequential_seeds(name: str, when: Callable[[ml_collections.ConfigDict], bool] = None):
     """Decorates the `train_and_evaluate(config, workdir, ...)` of a trainer that is not on the
     seed axis (or, with `when`, of the configs `when(config)` picks: e.g. a mode that trains
     nothing): with `config.num_seeds` N > 1 it runs seeds `config.seed .. + N - 1` one after
     another (`run_seeds`, logging why) and returns {"seeds", "summary"}; otherwise the
-    trainer itself."""
+    trainer itself. A trainer on the seed axis that raises `SeedsApart` falls back to the same."""
     def wrap(train_and_evaluate):
         @functools.wraps(train_and_evaluate)
         def run(config, workdir, *args, **kwargs):
             n = num_seeds(config)
-            if n == 1 or (when is not None and not when(config)):
+            if n == 1:
                 return train_and_evaluate(config, workdir, *args, **kwargs)
+            why = "this config's step is not one program over seeds"
+            if when is not None and not when(config):    # on the seed axis, unless apart
+                try:
+                    return train_and_evaluate(config, workdir, *args, **kwargs)
+                except SeedsApart as e:
+                    why = str(e)
             seeds = list(range(config.seed, config.seed + n))
-            logging.warning("%s trains its %d seeds one after another (this config's step is "
-                            "not one program over seeds)", name, n)
+            logging.warning("%s trains its %d seeds one after another (%s)", name, n, why)
             summary = run_seeds(lambda c, w: train_and_evaluate(c, w, *args, **kwargs), config,
                                 workdir, seeds, name)
             return {"seeds": seeds, "summary": summary}
