@@ -20,8 +20,7 @@ from flax.training import train_state
 
 from ttw_datasets.touchdown import touchdown_dataset_builder as td_builder
 from ttw_jax.core import paths
-from ttw_jax.core.stream import BatchStream
-from ttw_jax.core.train import data_parallel as dp, provenance as prov
+from ttw_jax.core.train import provenance as prov
 from ttw_jax.core.train.run import (INIT, Run, check_eval, evaluate_best,
                                     make_optimizer, mean_over_seeds)
 from ttw_jax.core.train.precision import with_dtype
@@ -31,6 +30,7 @@ from ttw_jax.touchdown import records as td_records
 from ttw_jax.touchdown.dataset import data_provenance, prepare
 from ttw_jax.touchdown.sdr import (figures, metrics as sdr_metrics, predictions as sdr_predictions,
                                    stream as stream_sdr)
+from ttw_jax.touchdown.sdr.batches import TrainRows
 from ttw_jax.touchdown.sdr.evaluation import baseline_metrics, evaluate, make_predictor
 from ttw_jax.touchdown.sdr.losses import gaussian_target, make_loss
 from ttw_jax.touchdown.sdr.models import SDR_MODELS, build_sdr_model
@@ -288,41 +288,6 @@ def imported_params(path: str, template) -> dict:
         raise ValueError(f"{path}: the checkpoint does not fit model.name=lingunet_official "
                          f"with this config (checkpoint vs config): {diff[:6]}")
     return params
-
-
-class TrainRows:
-    """One run's training batches for `StepFn(host_order=True)`: `rows(step)` drawn on the host
-    from (seed, step), so a resumed run sees the same data, or (`data.stream`) the next batch
-    of a stream whose state the checkpoints keep; `step_examples(step)` names them (route ids
-    and feature files: what a non-finite loss reports)."""
-
-    def __init__(self, config: ml_collections.ConfigDict, train: dict, mesh):
-        self.config, self.train, self.mesh = config, train, mesh
-        self.keys = ("features", "center", "tokens", "token_len")
-        self.stream = self.sampler = None
-        if config.data.stream:   # this process's rows of each batch, read by grain's threads
-            self.stream = BatchStream.of_rows(train, self.keys, config.batch_size, config.seed,
-                                              config.data.stream_threads)
-            self.sampler = dp.StreamSampler(self.stream, mesh)   # next batches on the devices
-
-    def rows(self, step: int) -> np.ndarray:
-        return np.random.default_rng((self.config.seed, step)).integers(
-            0, len(self.train["center"]), self.config.batch_size)
-
-    def __call__(self, step: int):
-        if self.sampler is not None:   # the stream's state is checkpointed: resumed runs alike
-            return self.sampler()
-        idx = self.rows(step)
-        return dp.shard_global({k: self.train[k][idx] for k in self.keys},
-                               dp.batch_sharded(self.mesh))
-
-    def step_examples(self, step: int) -> list[str]:
-        train = self.train
-        idx = self.stream.global_rows(step - 1) if self.stream is not None else self.rows(step)
-        files = (train["feature_file"] if "feature_file" in train else
-                 [f"features/{p}.npy" for p in train["panoid"]] if "panoid" in train else None)
-        return [f"train: route_id {train['route_id'][i]}"
-                + (f", {files[i]}" if files is not None else "") for i in idx]
 
 
 def seeds_share_a_program(config: ml_collections.ConfigDict) -> bool:
