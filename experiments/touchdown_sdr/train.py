@@ -321,12 +321,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     raw = None if config.data.stream else load_prepared(config)
     data = run.per_seed(lambda r: load_data(r.config, r.workdir, raw))
     first = data[0] if run.seeds else data
-    train = first["splits"]["train"]
     vocab_sizes = {len(d["vocab"]) for d in (data if run.seeds else [data])}
     if len(vocab_sizes) > 1:
         raise SeedsApart(f"the seeds' tune splits leave vocabularies of {sorted(vocab_sizes)} "
                          "words: their embedding tables differ in shape")
-    fit_cfg = fit_config(config, len(train["center"]))
+    fit_cfgs = run.per_seed(lambda r, d: fit_config(config, len(d["splits"]["train"]["center"])),
+                            data)
+    every = {c.eval_every for c in (fit_cfgs if run.seeds else [fit_cfgs])}
+    if len(every) > 1:
+        raise SeedsApart(f"eval_every_epochs={config.eval_every_epochs}: the seeds' train parts "
+                         f"give evaluations every {sorted(every)} steps")
+    fit_cfg = fit_cfgs[0] if run.seeds else fit_cfgs
     model = build_model(config, len(first["vocab"]))
     tx = make_optimizer(optimizer_config(config), config.num_steps)
 
@@ -359,19 +364,19 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         state, best_params, meta = run.fit(state, step_fn, tune_metrics, eval_prefix="tune",
                                            hooks=hooks, config=fit_cfg,
                                            data=None if run.seeds else samplers.sampler)
-    report = functools.partial(report_run, predict=predict, fit_cfg=fit_cfg)
+    report = functools.partial(report_run, predict=predict, eval_every=fit_cfg.eval_every)
     return run.each_seed(report, best_params, meta, data, tune_metrics, name="touchdown_sdr")
 
 
 def report_run(run: Run, best_params, meta: dict, data: dict, tune_metrics, *, predict,
-               fit_cfg) -> dict:
+               eval_every: int) -> dict:
     """One run's results: its best parameters on the tune and evaluation splits beside the
     baselines, predictions files and heatmaps where asked for; written by `run.finish`."""
     config = run.config
     splits, train = data["splits"], data["splits"]["train"]
     results = {"config": config.to_dict(), "model": config.model.name,
                "best_step": meta["best_step"], "last_step": meta["step"],
-               "eval_every": fit_cfg.eval_every,
+               "eval_every": eval_every,
                "num_params": int(sum(x.size for x in jax.tree_util.tree_leaves(best_params)))}
     for split in ["tune", *[s for s in config.data.eval_splits.split(",") if s]]:
         # heatmaps.png: the test split's first views of `num_heatmaps` distinct descriptions
