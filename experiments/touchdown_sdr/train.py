@@ -24,7 +24,7 @@ from ttw_jax.core.train import provenance as prov
 from ttw_jax.core.train.run import (INIT, Run, check_eval, evaluate_best,
                                     make_optimizer, mean_over_seeds)
 from ttw_jax.core.train.precision import with_dtype
-from ttw_jax.core.train.seeds import SeedsApart, check_fits, sequential_seeds
+from ttw_jax.core.train.seeds import check_fits, sequential_seeds
 from ttw_jax.core.vocab import Vocabulary, token_limit
 from ttw_jax.touchdown import records as td_records
 from ttw_jax.touchdown.dataset import data_provenance, prepare
@@ -301,8 +301,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                        hooks: Sequence[Callable[[int], None]] = ()) -> dict:
     """Trains, checkpoints into `workdir`, evaluates; returns (and writes) the results dict.
     With `num_seeds` > 1 the seeds train in one program (each its own tune split and
-    vocabulary) unless their vocabularies differ in size or they do not fit in a device's
-    memory (`seeds.SeedsApart`: they then train in turn)."""
+    vocabulary) unless their vocabularies differ in size, their epochs in steps (with
+    `eval_every_epochs`), or they do not fit in a device's memory (`seeds.SeedsApart`: they
+    then train in turn)."""
     if config.model.name not in SDR_MODELS:
         raise ValueError(f"model.name must be one of {tuple(SDR_MODELS)}, got "
                          f"{config.model.name!r}")
@@ -320,30 +321,27 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         return run.finish(results, format_results(results), run_provenance(config, None))
     raw = None if config.data.stream else load_prepared(config)
     data = run.per_seed(lambda r: load_data(r.config, r.workdir, raw))
-    first = data[0] if run.seeds else data
-    vocab_sizes = {len(d["vocab"]) for d in (data if run.seeds else [data])}
-    if len(vocab_sizes) > 1:
-        raise SeedsApart(f"the seeds' tune splits leave vocabularies of {sorted(vocab_sizes)} "
-                         "words: their embedding tables differ in shape")
-    fit_cfgs = run.per_seed(lambda r, d: fit_config(config, len(d["splits"]["train"]["center"])),
-                            data)
-    every = {c.eval_every for c in (fit_cfgs if run.seeds else [fit_cfgs])}
-    if len(every) > 1:
-        raise SeedsApart(f"eval_every_epochs={config.eval_every_epochs}: the seeds' train parts "
-                         f"give evaluations every {sorted(every)} steps")
-    fit_cfg = fit_cfgs[0] if run.seeds else fit_cfgs
-    model = build_model(config, len(first["vocab"]))
+    first = data[0] if run.seeds else data      # every seed's shapes (checked next)
+    vocab_size = run.shared(run.per_seed(lambda r, d: len(d["vocab"]), data),
+                            "the vocabulary sizes of the tune splits (embedding tables)")
+    num_views = lambda d: len(d["splits"]["train"]["center"])
+    run.shared(run.per_seed(lambda r, d: fit_config(config, num_views(d)).eval_every, data),
+               f"the steps between evaluations (eval_every_epochs={config.eval_every_epochs})")
+    fit_cfg = fit_config(config, num_views(first))
+    model = build_model(config, vocab_size)
     tx = make_optimizer(optimizer_config(config), config.num_steps)
 
-    def init_state(r: Run, d: dict):
+    def init_params(r: Run, d: dict):
         t = d["splits"]["train"]
-        params = model.init(r.key(INIT), t["tokens"][:2], t["token_len"][:2],
-                            t["features"][:2].astype(np.float32))
-        if config.model.checkpoint:
-            params = imported_params(config.model.checkpoint, params)
-        return train_state.TrainState.create(apply_fn=model.apply, params=params, tx=tx)
+        return model.init(r.key(INIT), t["tokens"][:2], t["token_len"][:2],
+                          t["features"][:2].astype(np.float32))
 
-    state = run.stack(run.per_seed(init_state, data))
+    params = run.per_seed(init_params, data)
+    if config.model.checkpoint:   # read once, every seed starts from it
+        imported = imported_params(config.model.checkpoint, params[0] if run.seeds else params)
+        params = run.per_seed(lambda r: imported)
+    state = run.stack(run.per_seed(lambda r, p: train_state.TrainState.create(
+        apply_fn=model.apply, params=p, tx=tx), params))
     train_step, _ = run.train_step(make_loss(model, config.sigma))
     samplers = run.per_seed(lambda r, d: TrainRows(r.config, d["splits"]["train"], run.mesh),
                             data)

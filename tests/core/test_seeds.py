@@ -195,3 +195,16 @@ def test_num_seeds_is_checked_and_old_workdirs_count_as_one_seed(tmp_path):
     Run.start(config(), tmp_path, parallel_seeds=True)
     with pytest.raises(ValueError, match="another config"):
         Run.start(config(n=2), tmp_path, parallel_seeds=True)
+
+
+def test_a_value_the_seeds_must_share(tmp_path):
+    """`Run.shared`: one run's value as it is; on the seed axis the common value, or
+    `SeedsApart` naming what differs (the trainer's seeds then train in turn)."""
+    one = Run.start(config(), tmp_path / "one", parallel_seeds=True)
+    assert one.shared(one.per_seed(lambda r: 7), "sizes") == 7
+    two = Run.start(config(n=2), tmp_path / "two", parallel_seeds=True)
+    assert two.shared(two.per_seed(lambda r: 7), "sizes") == 7
+    with pytest.raises(seeds.SeedsApart, match=r"vocabulary sizes differ over the seeds: \[10, 11\]"):
+        two.shared(two.per_seed(lambda r: 10 + r.config.seed), "vocabulary sizes")
+    with pytest.raises(ValueError, match="needs num_seeds >= 1"):
+        dp.make_train_step(loss_fn, dp.make_mesh(), num_consts=1, seed_axes=(None,))

@@ -71,6 +71,8 @@ def jit_step(step: Callable, mesh: Mesh, num_consts: int = 0, donate: bool = Tru
                        out_shardings=(repl, repl), donate_argnums=(0,) if donate else ())
     if len(seed_axes) != num_consts:
         raise ValueError(f"seed_axes needs one entry per const ({num_consts}), got {seed_axes!r}")
+    if num_seeds < 1:
+        raise ValueError(f"a step over stacked seeds needs num_seeds >= 1, got {num_seeds}")
     grid = seed_mesh(mesh, num_seeds)
     seeds, repl = NamedSharding(grid, P(SEEDS)), NamedSharding(grid, P())
     ins = (seeds, NamedSharding(grid, P(SEEDS, AXIS)), seeds,

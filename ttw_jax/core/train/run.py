@@ -298,6 +298,16 @@ class Run:
         """`per_seed`'s list of trees stacked on a leading seed axis; one run's tree as it is."""
         return seeds_lib.stack(trees) if self.seeds else trees
 
+    def shared(self, per_seed, what: str):
+        """The value every seed has: `per_seed` is a `per_seed` list of hashable values (one
+        run's value as it is); `seeds.SeedsApart` naming `what` and the values when they
+        differ (the seeds then train in turn)."""
+        if not self.seeds:
+            return per_seed
+        if len(set(per_seed)) > 1:
+            raise seeds_lib.SeedsApart(f"{what} differ over the seeds: {list(per_seed)}")
+        return per_seed[0]
+
     def train_step(self, loss_fn: Callable, *consts, learning_rate=None, donate: bool = True):
         """(`dp.make_train_step(loss_fn, ...)`, consts): on the seed axis the step is vmapped
         over the seeds, and each const given as a `per_seed` list is stacked and mapped (the
