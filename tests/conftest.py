@@ -37,6 +37,11 @@ def pytest_addoption(parser):
     group.addoption("--learning-log", default="",
                     help="a JSON-lines file: each learning test appends its final metrics, "
                          "their bounds, the seed and XLA_FLAGS (tests/learning_spread.py)")
+    group.addoption("--compile-log", default="",
+                    help="a JSON-lines file: each test appends its wall time, the seconds JAX "
+                         "spent tracing, lowering, compiling (XLA) and reading the compilation "
+                         "cache, and the number of programs XLA compiled "
+                         "(experiments/benchmarks/suite_time.py tables it)")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -60,6 +65,44 @@ def pytest_collection_modifyitems(config, items):
             return 0
         return 1 if item.get_closest_marker("slow") is not None else 2
     items.sort(key=rank)
+
+
+# jax.monitoring's duration events of the compile pipeline, by the name the log gives them.
+COMPILE_EVENTS = {"/jax/core/compile/jaxpr_trace_duration": "trace",
+                  "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
+                  "/jax/core/compile/backend_compile_duration": "compile",
+                  "/jax/compilation_cache/cache_retrieval_time_sec": "cache_read"}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With `--compile-log`: the test's setup, call and teardown under a jax.monitoring listener;
+    one line {test, wall, trace, lower, compile, cache_read (seconds), programs} appended."""
+    path = item.config.getoption("compile_log")
+    if not path:
+        yield
+        return
+    import json
+    import time
+    from jax import monitoring
+    totals = dict.fromkeys(COMPILE_EVENTS.values(), 0.0)
+    counts = {"programs": 0}
+
+    def listen(event, duration, **_):
+        name = COMPILE_EVENTS.get(event)
+        if name is not None:
+            totals[name] += duration
+            counts["programs"] += name == "compile"
+    monitoring.register_event_duration_secs_listener(listen)
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        monitoring.unregister_event_duration_listener(listen)
+        row = {"test": item.nodeid, "wall": round(time.perf_counter() - start, 3),
+               **{k: round(v, 3) for k, v in totals.items()}, **counts}
+        with open(path, "a") as f:
+            f.write(json.dumps(row) + "\n")
 
 
 def pytest_sessionfinish(session):
