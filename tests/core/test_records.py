@@ -205,3 +205,33 @@ def test_read_lines_and_unreadable_files(tmp_path):
     gz.write_bytes(b"not gzip at all")
     with pytest.raises(OwnError, match=f"^{gz}: unreadable \\(BadGzipFile"):
         list(core.read_lines(str(gz), OwnError))
+
+
+@pytest.mark.parametrize("kind", ["npy", "npz", "npy_size"])
+def test_numpy_headers_are_parsed_under_one_lock(tmp_path, kind):
+    """numpy parses `.npy` headers with `ast.literal_eval`, which CPython 3.11 does not make
+    thread-safe (a loader thread failed with "AST constructor recursion depth mismatch"): every
+    read (`paths.load_numpy`, an `.npz` member, `check_npy_size`) waits for `paths.NPY_LOCK`."""
+    import threading
+    from ttw_jax.core import paths
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    path = str(tmp_path / f"x.{kind[:3]}")
+    np.save(path, x) if kind != "npz" else np.savez(path, x=x)
+    npz = paths.load_numpy(path) if kind == "npz" else None
+    read = {"npy": lambda: paths.load_numpy(path), "npz": lambda: npz["x"],
+            "npy_size": lambda: core.check_npy_size(path)}[kind]
+    got = []
+    with paths.NPY_LOCK:
+        t = threading.Thread(target=lambda: got.append(read()))
+        t.start()
+        t.join(0.3)
+        assert t.is_alive() and not got            # waiting for the lock
+    t.join(10)
+    assert len(got) == 1
+    if kind == "npy_size":
+        assert got[0] == ((2, 3), np.dtype(np.float32))
+    else:
+        np.testing.assert_array_equal(got[0], x)
+    if npz is not None:
+        with npz as z:
+            assert "x" in z and list(z) == ["x"] and dict(z.items())["x"].shape == (2, 3)

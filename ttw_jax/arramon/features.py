@@ -344,8 +344,8 @@ def pack(features_dir: str, records: Sequence[Mapping], lengths: Mapping[str, np
             np.savez(f, offset=offset, length=length, recorded=recorded)
         os.replace(tmp, os.path.join(folder, "index.npz"))
         paths.write_text(done, json.dumps({"instances": n, "rows": total}) + "\n")
-    index = np.load(os.path.join(folder, "index.npz"), allow_pickle=False)
-    feats = np.load(os.path.join(folder, "feats.npy"), mmap_mode="r", allow_pickle=False)
+    index = paths.load_numpy(os.path.join(folder, "index.npz"))
+    feats = paths.load_numpy(os.path.join(folder, "feats.npy"), mmap_mode="r")
     return PackedFeatures(feats, index["offset"], index["length"], index["recorded"],
                           recorded_at, ignored)
 

@@ -8,8 +8,10 @@ on an object store a single object upload (which readers see whole or not at all
 """
 from __future__ import annotations
 
+import collections.abc
 import io
 import os
+import threading
 
 from typing import Callable
 
@@ -112,13 +114,51 @@ def open_binary(p: PathLike):
     return open(p, "rb") if not is_uri(p) else resolve(p).open("rb")
 
 
+# numpy parses every `.npy` header (also an `.npz` member's) with `ast.literal_eval`, and CPython
+# 3.11 keeps the AST builder's recursion count per interpreter, not per thread: two threads
+# parsing at once (grain's loader threads reading feature files) can fail with "SystemError: AST
+# constructor recursion depth mismatch" (python/cpython#106905). Every read here holds this lock.
+NPY_LOCK = threading.Lock()
+
+
+class LockedNpz(collections.abc.Mapping):
+    """An `.npz` archive (`np.lib.npyio.NpzFile`) whose members are read under `NPY_LOCK`; a
+    context manager that closes it, like the archive."""
+
+    def __init__(self, npz):
+        self._npz = npz
+        self.files = npz.files
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        with NPY_LOCK:
+            return self._npz[key]
+
+    def __iter__(self):
+        return iter(self._npz.files)
+
+    def __len__(self) -> int:
+        return len(self._npz.files)
+
+    def __enter__(self) -> "LockedNpz":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._npz.close()
+
+
 def load_numpy(p: PathLike, mmap_mode: str | None = None):
-    """`np.load` of an `.npy` array or `.npz` archive, never unpickled; `mmap_mode` maps a local
-    `.npy`, a URI is read into memory."""
-    if not is_uri(p):
-        return np.load(p, mmap_mode=mmap_mode, allow_pickle=False)
-    with resolve(p).open("rb") as f:
-        return np.load(io.BytesIO(f.read()), allow_pickle=False)
+    """`np.load` of an `.npy` array or `.npz` archive (a `LockedNpz`), never unpickled;
+    `mmap_mode` maps a local `.npy`, a URI is read into memory. Thread-safe (`NPY_LOCK`)."""
+    with NPY_LOCK:
+        if not is_uri(p):
+            out = np.load(p, mmap_mode=mmap_mode, allow_pickle=False)
+        else:
+            with resolve(p).open("rb") as f:
+                out = np.load(io.BytesIO(f.read()), allow_pickle=False)
+    return LockedNpz(out) if isinstance(out, np.lib.npyio.NpzFile) else out
 
 
 def _stamp_ns(info: dict) -> int:

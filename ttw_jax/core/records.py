@@ -75,7 +75,8 @@ def check_npy_size(path: Any, error: ErrorType = RecordFormatError) -> tuple[tup
         version = np.lib.format.read_magic(f)
         read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
                        else np.lib.format.read_array_header_2_0)
-        shape, _, dtype = read_header(f)
+        with paths.NPY_LOCK:        # numpy's header parser is not thread-safe (paths.NPY_LOCK)
+            shape, _, dtype = read_header(f)
         expected = f.tell() + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         f.seek(0, io.SEEK_END)
         size = f.tell()

@@ -298,9 +298,8 @@ def load_cache(folder: str) -> tuple[list[str], np.ndarray, dict]:
 
 
 def _npz(path: str) -> tuple[list[str], np.ndarray]:
-    source = paths.resolve(path)
     try:
-        z = np.load(source.open("rb"), allow_pickle=False)
+        z = paths.load_numpy(path)
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:   # e.g. a truncated file
         raise ViewFeatureError(f"{path}: not a readable .npz file ({e})") from None
     if not hasattr(z, "files"):
