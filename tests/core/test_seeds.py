@@ -208,3 +208,26 @@ def test_a_value_the_seeds_must_share(tmp_path):
         two.shared(two.per_seed(lambda r: 10 + r.config.seed), "vocabulary sizes")
     with pytest.raises(ValueError, match="needs num_seeds >= 1"):
         dp.make_train_step(loss_fn, dp.make_mesh(), num_consts=1, seed_axes=(None,))
+
+
+def test_the_memory_check_compiles_the_program_the_step_then_runs():
+    """`check_fits` compiles the seed-axis step ahead of time to read its memory (on an
+    accelerator); the step's first call on the same state runs that program: nothing is traced,
+    lowered, compiled or read from the compilation cache again. (A state rebuilt with another
+    optimizer object is another pytree, and another program.)"""
+    from jax import monitoring
+    step = dp.make_train_step(loss_fn, dp.make_mesh(), num_consts=1, seed_axes=(0,),
+                              num_seeds=2)
+    state = seeds.stack([_toy_args()[0]] * 2)
+    args = lambda: (state, {"x": jnp.zeros((2, 8, 3)), "y": jnp.zeros((2, 8))},  # noqa: E731
+                    jax.random.split(jax.random.key(0), 2), jnp.zeros(2))
+    seeds.check_fits(step, args, limit=1 << 40)
+    events, call = [], args()
+    listen = lambda event, duration, **_: events.append(event)   # noqa: E731
+    monitoring.register_event_duration_secs_listener(listen)
+    try:
+        step(*call)
+    finally:
+        monitoring.unregister_event_duration_listener(listen)
+    assert not [e for e in events if e.startswith(("/jax/core/compile/",
+                                                   "/jax/compilation_cache/"))], events
