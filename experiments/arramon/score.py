@@ -18,7 +18,7 @@ import ml_collections
 from absl import app, flags
 
 from experiments.arramon import train
-from ttw_jax.arramon import evaluation, records as ar
+from ttw_jax.arramon import evaluation, records as ar, training_data
 from ttw_jax.arramon.predictions import read_predictions, score_predictions
 from ttw_jax.core import paths
 from ttw_jax.core.train import provenance
@@ -33,7 +33,7 @@ def split_records(split_file: str = "", workdir: str = "", split: str = "") -> l
     config = ml_collections.ConfigDict(json.loads(
         paths.resolve(workdir).joinpath("config.json").read_text()))
     provenance.check_hidden(train.hidden_splits(config), {"--split (scoring)": split})
-    return train.load_records(config.data, [split])[0][split]
+    return training_data.load_records(config.data, [split])[0][split]
 
 
 def _define_flags():

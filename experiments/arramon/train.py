@@ -38,9 +38,8 @@ from ttw_jax.arramon import (dataset as arramon_data, episodes as ae, evaluation
                              records as arramon_records, views as arramon_view)
 from ttw_jax.arramon import features as arramon_features, losses, render
 from ttw_jax.arramon.model import PhaseAgent, num_params
-from ttw_jax.arramon.training_data import (TF_KEYS, add_features, feature_turn_examples,  # noqa: F401
-                                           load_data, load_records, partition, rendered_views,
-                                           symbolic_views, truncation, uses_features, vocab_path)
+from ttw_jax.arramon.training_data import (TF_KEYS, feature_turn_examples, load_data,
+                                           rendered_views, symbolic_views, uses_features)
 from ttw_jax.core.chunks import map_in_chunks
 from ttw_jax.core.stream import BatchStream
 from ttw_jax.core.train import data_parallel as dp, provenance

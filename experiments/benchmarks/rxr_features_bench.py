@@ -107,7 +107,8 @@ def steps() -> dict:
     from ttw_jax.core.train import data_parallel as dp
     from ttw_jax.core.train.run import make_optimizer
     from ttw_jax.core.vocab import Vocabulary
-    from ttw_jax.rxr import episodes as rxr_episodes, records as rr, view_features as vf, views
+    from ttw_jax.rxr import (episodes as rxr_episodes, records as rr, training_data,
+                             view_features as vf, views)
     from ttw_jax.rxr.graph import geodesic_table, load_matterport_graph
     from ttw_jax.rxr.losses import mixed_loss
 
@@ -130,8 +131,8 @@ def steps() -> dict:
     import ml_collections
     step = dp.make_train_step(mixed_loss(model, ml_collections.ConfigDict(loss_cfg)), mesh,
                               num_consts=3)
-    sample = dp.episode_sampler({k: eps[k] for k in train.BATCH_KEYS if k in eps}, c.batch_size,
-                                mesh)
+    sample = dp.episode_sampler({k: eps[k] for k in training_data.BATCH_KEYS if k in eps},
+                                c.batch_size, mesh)
     consts = (dp.replicate(graph, mesh), dp.replicate(jnp.asarray(table), mesh),
               dp.replicate(geodesic_table(graph, scan_of), mesh))
     state = dp.replicate(state, mesh)

@@ -25,7 +25,7 @@ from ttw_datasets.rxr.rxr_dataset_builder import SYNTHETIC_TRAIN_SCANS, SYNTHETI
 from ttw_jax.core.stream import BatchStream
 from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.core.train.run import make_optimizer
-from ttw_jax.rxr import dataset as rxr_data
+from ttw_jax.rxr import dataset as rxr_data, training_data
 from ttw_jax.rxr.graph import load_matterport_graph
 from ttw_jax.rxr.losses import mixed_loss
 from ttw_jax.rxr.release import write_release
@@ -92,7 +92,7 @@ def rxr_child(n: int, steps: int) -> dict:
     features = dp.replicate(jnp.asarray(data["features"]), mesh)
     loss_config = ml_collections.ConfigDict({**c.loss.to_dict(), "horizon": c.train_horizon})
     step = dp.make_train_step(mixed_loss(model, loss_config), mesh, num_consts=3)
-    keys = [k for k in train.BATCH_KEYS if k in eps]
+    keys = [k for k in training_data.BATCH_KEYS if k in eps]
     stream = BatchStream.of_rows(eps, keys, c.batch_size, c.seed, c.data.stream_threads)
     step_fn = lambda st, s: step(st, dp.shard_process_local(next(stream), mesh),
                                  jax.random.key(s), graph, features, geodesic)

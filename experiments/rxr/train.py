@@ -35,9 +35,8 @@ from ttw_jax.rxr.env import ANGLE_DIMS
 from ttw_jax.rxr.losses import ENTROPY_NORMS, PG_LOSSES, mixed_loss
 from ttw_jax.rxr.records import ANNOTATORS
 from ttw_jax.rxr.rcm import RCMAgent, rcm_policy
-from ttw_jax.rxr.training_data import (BATCH_KEYS, HOLDOUT, evaluation_splits,  # noqa: F401
-                                       load_data, load_records, seed_inputs, train_sampler,
-                                       view_feature_table, withheld)
+from ttw_jax.rxr.training_data import (HOLDOUT, evaluation_splits, load_data, seed_inputs,
+                                       train_sampler, withheld)
 from ttw_jax.rxr.valan import ValanAgent
 
 # eval splits are not resumable: their scans join the graph (node numbering, action space)

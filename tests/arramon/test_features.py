@@ -12,7 +12,8 @@ import pytest
 from experiments.arramon import score, train
 from experiments.arramon.configs import default
 from tests.conftest import xla_optimizations
-from ttw_jax.arramon import env, episodes as ae, features as af, synthetic as syn
+from ttw_jax.arramon import (env, episodes as ae, features as af, synthetic as syn,
+                             training_data)
 from ttw_jax.arramon.predictions import read_predictions, score_predictions
 from ttw_jax.arramon.synthetic_features import write_features
 from ttw_jax.core.vocab import Vocabulary
@@ -168,7 +169,7 @@ def test_add_features_takes_the_recorded_pose_where_the_replay_differs(release, 
         d.features_dir = str(tmp_path / f"shift{shift}")
         write_features(recs, d.features_dir, seed=3, skip_every=4, shift=shift)
         ep = ae.episodes(recs, Vocabulary(("<pad>", "<unk>")), 1, 16, index, "ignore")
-        train.add_features(ep, walk, recs, d)
+        training_data.add_features(ep, walk, recs, d)
         results[shift] = ep, capsys.readouterr().out
     ep, out = results[0]
     demo = af.demonstration_poses(walk, ep)

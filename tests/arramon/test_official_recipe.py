@@ -17,7 +17,7 @@ from experiments.validate import report as validate_report
 from experiments.arramon.configs import default, official, paper
 from experiments.arramon.fixture import write_fixture
 from tests.conftest import shared_path, xla_optimizations
-from ttw_jax.arramon import episodes as ae, losses, synthetic as syn
+from ttw_jax.arramon import episodes as ae, losses, synthetic as syn, training_data
 from ttw_jax.arramon.model import DROPOUT_PLACEMENTS, PhaseAgent
 from ttw_jax.arramon.predictions import predictions, read_predictions, score_predictions
 from ttw_jax.core.vocab import UNK
@@ -160,9 +160,9 @@ def test_a_vocabulary_file_is_written_as_the_official_build_and_bad_ones_are_nam
 def test_the_official_config_reads_the_vocabulary_beside_the_release_files():
     d = official.get_config().data
     d.manual_dir = "/data/ArraMon/data"
-    assert train.vocab_path(d) == "/data/ArraMon/data/na_vocab.txt"
+    assert training_data.vocab_path(d) == "/data/ArraMon/data/na_vocab.txt"
     d.vocab_file = "../shared/data/arramon/na_vocab.txt"
-    assert train.vocab_path(d) == d.vocab_file
+    assert training_data.vocab_path(d) == d.vocab_file
 
 
 def _small_release(root, n=16):

@@ -13,7 +13,8 @@ from experiments.arramon import score, train
 from tests.conftest import shared_path
 from tests.experiments.contract import TrainerContract
 from tests.experiments.trainers import TRAINERS
-from ttw_jax.arramon import episodes as ae, evaluation as arr_eval, records as ar
+from ttw_jax.arramon import (episodes as ae, evaluation as arr_eval, records as ar,
+                             training_data)
 from ttw_jax.core.vocab import Vocabulary, token_limit, tokenize
 from ttw_jax.arramon.predictions import (instance_keys, object_names, read_predictions,
                                          score_predictions)
@@ -89,14 +90,14 @@ class TestTrainer(TrainerContract):
 
 def test_partition_is_stable_disjoint_and_keeps_a_map_together():
     records = [{"mapId": i // 2, "n": i} for i in range(2000)]   # two instances per map
-    parts = train.partition(records, (0.7, 0.1))
+    parts = training_data.partition(records, (0.7, 0.1))
     sizes = {k: len(v) for k, v in parts.items()}
     assert sum(sizes.values()) == 2000
     assert 1240 < sizes["partition_train"] < 1560 and 120 < sizes["partition_dev"] < 280
     for k, part in parts.items():
         maps = [r["mapId"] for r in part]
         assert all(maps.count(m) == 2 for m in maps), k
-    again = train.partition(list(reversed(records)), (0.7, 0.1))
+    again = training_data.partition(list(reversed(records)), (0.7, 0.1))
     for k in parts:
         assert sorted(r["n"] for r in again[k]) == sorted(r["n"] for r in parts[k])
 
@@ -122,7 +123,7 @@ def test_no_real_data_config_cuts_an_instruction_of_val_seen(name):
     assert longest == 108
     assert token_limit(c.data.max_tokens, texts) >= longest
     c.data.tfds_config = "english"
-    assert train.truncation(c) in ("error", "ignore")   # never cut silently on real data
+    assert training_data.truncation(c) in ("error", "ignore")   # never cut silently on real data
 
 
 def test_a_limit_that_would_cut_real_instructions_is_refused_naming_the_longest():

@@ -266,7 +266,7 @@ def test_the_config_has_the_extra_viewpoints_option_and_the_trainer_passes_it(tm
     vf.write_tsv(path, IDS, features())
     c.data.features, c.data.features_cache = path, str(tmp_path / "c")
     c.data.features_extra_viewpoints = "skip"
-    table = train.view_feature_table(c, None, nodes(IDS[:2]))
+    table = training_data.view_feature_table(c, None, nodes(IDS[:2]))
     np.testing.assert_allclose(table, features()[:2], atol=2e-3)
 
 
