@@ -24,6 +24,7 @@ from ttw_jax.core.train import provenance as prov
 from ttw_jax.core.train.run import (INIT, Run, check_eval, evaluate_best,
                                     make_optimizer, mean_over_seeds)
 from ttw_jax.core.train.precision import with_dtype
+from ttw_jax.core.train.epochs import in_steps, steps_per_epoch
 from ttw_jax.core.train.seeds import check_fits, sequential_seeds
 from ttw_jax.core.vocab import Vocabulary, token_limit
 from ttw_jax.touchdown import records as td_records
@@ -269,9 +270,8 @@ def fit_config(config: ml_collections.ConfigDict, num_views: int) -> ml_collecti
     epoch); else `config` itself."""
     if not config.eval_every_epochs:
         return config
-    out = ml_collections.ConfigDict(config.to_dict())
-    out.eval_every = config.eval_every_epochs * -(-num_views // config.batch_size)
-    return out
+    return in_steps(config, steps_per_epoch(num_views, config.batch_size),
+                    eval_every=config.eval_every_epochs)
 
 
 def imported_params(path: str, template) -> dict:

@@ -26,6 +26,7 @@ from flax.training import train_state
 
 from ttw_jax.core import paths
 from ttw_jax.core.train import data_parallel as dp, provenance
+from ttw_jax.core.train.epochs import in_steps
 from ttw_jax.core.train.run import EVAL, INIT, Run, check_eval, evaluate_best, make_optimizer
 from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.core.train.workdir import flatten
@@ -184,11 +185,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     sample_batch, pass_step, per_epoch = sampler(run.seed_runs[0] if run.seeds else run)
     if run.seeds and per_epoch is not None:
         sample_batch = [sample_batch] + [sampler(r)[0] for r in run.seed_runs[1:]]
-    fit_config = config
-    if per_epoch is not None:
-        fit_config = ml_collections.ConfigDict(config.to_dict())
-        fit_config.num_steps = config.num_epochs * per_epoch
-        fit_config.eval_every = config.eval_every_epochs * per_epoch
+    fit_config = config if per_epoch is None else in_steps(
+        config, per_epoch, num_steps=config.num_epochs, eval_every=config.eval_every_epochs)
     tx = make_tx(config, fit_config.num_steps)
     state = run.stack(run.per_seed(lambda r: train_state.TrainState.create(
         apply_fn=model.apply, params=init_params(config, model, tables["train"], r.key(INIT)),

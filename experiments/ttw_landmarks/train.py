@@ -44,6 +44,7 @@ import optax
 
 from ttw_jax.core import viz
 from ttw_jax.core.train import provenance
+from ttw_jax.core.train.epochs import steps_per_epoch
 from ttw_jax.core.train.loop import Profiler, stop_if_preparing
 from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.core.train.run import INIT, STEPS, Run, check_eval, make_optimizer
@@ -205,8 +206,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     table = None if table is None else jnp.asarray(table)
     take = lambda rows: {k: jnp.asarray(v[rows]) for k, v in inputs.items()}
     params = model.init(run.key(INIT), take(idx["train"][:1]), table)["params"]
-    steps_per_epoch = -(-len(idx["train"]) // config.batch_size)
-    tx = make_optimizer(config.optim, config.num_epochs * steps_per_epoch)
+    per_epoch = steps_per_epoch(len(idx["train"]), config.batch_size)
+    tx = make_optimizer(config.optim, config.num_epochs * per_epoch)
     opt_state = tx.init(params)
 
     def loss_fn(p, batch, y, w):

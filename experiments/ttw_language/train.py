@@ -41,6 +41,7 @@ from ttw_datasets.talk_the_walk.talk_the_walk_dataset_builder import Builder as 
 from ttw_jax.core import paths, tfds as ttw_tfds
 from ttw_jax.core.chunks import map_in_chunks
 from ttw_jax.core.train import data_parallel as dp, provenance
+from ttw_jax.core.train.epochs import steps_per_epoch
 from ttw_jax.core.train.run import Run, evaluate_best, make_optimizer, optim_config
 from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.core.train.seeds import sequential_seeds
@@ -157,13 +158,6 @@ def stage_config(config: ml_collections.ConfigDict, stage: ml_collections.Config
         out.update(num_steps=stage.num_epochs * per_epoch, eval_every=per_epoch,
                    patience=stage.num_epochs + 1, steps_per_epoch=per_epoch)
     return out
-
-
-def steps_per_epoch(epoch_size: int | None, batch_size: int) -> int:
-    """ceil(epoch_size / batch_size): the batches of one epoch (the last one may wrap around)."""
-    if not epoch_size:
-        raise ValueError("a stage measured in epochs needs the size of its training set")
-    return -(-int(epoch_size) // batch_size)
 
 
 def walk_epoch_size(config, table, T: int) -> int:
