@@ -133,6 +133,9 @@ class LockedNpz(collections.abc.Mapping):
         with NPY_LOCK:
             return self._npz[key]
 
+    def __contains__(self, key) -> bool:     # the archive's names, no member read
+        return key in self._npz
+
     def __iter__(self):
         return iter(self._npz.files)
 
