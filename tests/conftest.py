@@ -2,8 +2,14 @@
 checkout (`../shared/data`)."""
 import os
 
+# On 2 cores the 8 devices' threads can reach a collective tens of seconds apart (a compile on the
+# other pytest-xdist worker holds a core), and XLA:CPU aborts the process when a collective's
+# rendezvous waits past its termination timeout: an SDR seed test's worker died that way with
+# "Fatal Python error: Aborted". The timeouts are raised so that a late thread is waited for.
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                           " --xla_force_host_platform_device_count=8").strip()
+                           " --xla_force_host_platform_device_count=8"
+                           " --xla_cpu_collective_call_warn_stuck_timeout_seconds=120"
+                           " --xla_cpu_collective_call_terminate_timeout_seconds=900").strip()
 # A persistent compilation cache for the session, shared by the pytest-xdist workers (they inherit
 # the variable): the trainer tests compile the same programs again when they crash and resume a
 # run, and that recompilation dominated their time. The process that made it removes it.

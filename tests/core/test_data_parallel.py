@@ -42,3 +42,37 @@ def test_jit_mesh_step_equals_pmap_step_and_single_device():
 def test_batch_must_divide_over_devices():
     with pytest.raises(ValueError, match="not divisible"):
         dp.check_batch_size(12, dp.make_mesh())
+
+
+LATE_DEVICE = """
+import time, jax, jax.numpy as jnp
+from jax.sharding import Mesh, PartitionSpec as P
+def late(x, device):
+    time.sleep(3.0 if device == 0 else 0.0)
+    return x
+def f(x):
+    x = jax.pure_callback(late, jax.ShapeDtypeStruct(x.shape, x.dtype), x, jax.lax.axis_index("d"))
+    return jax.lax.psum(x, "d")
+g = jax.jit(jax.shard_map(f, mesh=Mesh(jax.devices(), ("d",)), in_specs=P("d"), out_specs=P()))
+print("sum", float(g(jnp.ones((8, 4))).sum()))
+"""
+
+
+def test_a_device_late_to_a_collective_is_waited_for_as_tests_conftest_sets():
+    """XLA:CPU aborts the process when a device reaches a collective later than
+    `--xla_cpu_collective_call_terminate_timeout_seconds` after the first one: with the 1 second
+    below and a device 3 seconds late, the process dies (SIGABRT, "Termination timeout"). The
+    suite's flags (tests/conftest.py) raise that timeout, for the late threads of 8 devices on 2
+    oversubscribed cores."""
+    import os
+    import re
+    import subprocess
+    import sys
+    flags = os.environ["XLA_FLAGS"]
+    terminate = re.search(r"--xla_cpu_collective_call_terminate_timeout_seconds=(\d+)", flags)
+    assert terminate and int(terminate.group(1)) >= 600, flags
+    short = re.sub(r"(--xla_cpu_collective_call_\w+_seconds)=\d+", r"\1=1", flags)
+    out = subprocess.run([sys.executable, "-c", LATE_DEVICE], capture_output=True, text=True,
+                         env={**os.environ, "XLA_FLAGS": short, "JAX_PLATFORMS": "cpu"},
+                         timeout=120)
+    assert out.returncode != 0 and "Termination timeout" in out.stderr, out.stderr[-2000:]
