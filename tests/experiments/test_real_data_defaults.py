@@ -48,7 +48,8 @@ PATH_KEYS = ("manual_dir", "graph_dir", "connectivity_dir", "maps_dir")
 # A few steps of full-sized models, then an evaluation. XLA's optimisations are off where compiling
 # is most of the time (ArraMon, Talk The Walk: measured faster so) and on where the evaluation's
 # rollouts are (Touchdown navigation's 800 routes: 61 s against 109 s with them off; R2R's
-# val_seen: 75 s against 144 s), each test run alone with a fresh compilation cache.
+# val_seen: 75 s against 144 s), with a fresh compilation cache each
+# (experiments/benchmarks/README.md#test-suite-time).
 fast_compile = pytest.mark.usefixtures("fast_compile")
 
 
