@@ -73,13 +73,6 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=rank)
 
 
-# jax.monitoring's duration events of the compile pipeline, by the name the log gives them.
-COMPILE_EVENTS = {"/jax/core/compile/jaxpr_trace_duration": "trace",
-                  "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
-                  "/jax/core/compile/backend_compile_duration": "compile",
-                  "/jax/compilation_cache/cache_retrieval_time_sec": "cache_read"}
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """With `--compile-log`: the test's setup, call and teardown under a jax.monitoring listener;
@@ -91,6 +84,7 @@ def pytest_runtest_protocol(item, nextitem):
     import json
     import time
     from jax import monitoring
+    from experiments.benchmarks.suite_time import COMPILE_EVENTS
     totals = dict.fromkeys(COMPILE_EVENTS.values(), 0.0)
     counts = {"programs": 0}
 

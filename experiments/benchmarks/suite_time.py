@@ -15,7 +15,13 @@ import argparse
 import collections
 import json
 
-PARTS = ("trace", "lower", "compile", "cache_read")
+# jax.monitoring's duration events of the compile pipeline, by the name the log gives them
+# (`tests/conftest.py --compile-log` listens for them).
+COMPILE_EVENTS = {"/jax/core/compile/jaxpr_trace_duration": "trace",
+                  "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
+                  "/jax/core/compile/backend_compile_duration": "compile",
+                  "/jax/compilation_cache/cache_retrieval_time_sec": "cache_read"}
+PARTS = tuple(COMPILE_EVENTS.values())
 
 
 def read_log(path: str) -> list[dict]:
