@@ -53,8 +53,8 @@ VIEWS = ("synthetic", "release")
 def stage_config(config: ml_collections.ConfigDict, stage: str) -> ml_collections.ConfigDict:
     """The `nav` / `sdr` stage's config: the finished run's own (`<dir>/config.json`, laid over
     today's defaults, so runs from before a key was added still load; its `dtype` too) when
-    `<stage>_workdir` is set, else the sub-config with the pipeline's `dtype` and
-    `profile_steps` (`configs.default.SHARED`, over any the sub-config holds); the data paths
+    `<stage>_workdir` is set, else the sub-config with the pipeline's `dtype`, `profile_steps`
+    and `num_devices` (`configs.default.SHARED`, over any the sub-config holds); the data paths
     set in `config.data` override the stage's, and `data.allow_synthetic_perception` set covers
     the navigation stage too."""
     workdir = config[f"{stage}_workdir"]

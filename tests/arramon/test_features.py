@@ -283,6 +283,7 @@ def _config(release, name, tfds_dir):
     c.data.features_dir = release["features"]
     c.data.dev_split = c.data.eval_splits = "val_seen"
     c.batch_size, c.num_steps, c.eval_every, c.log_every = 8, 6, 6, 3
+    c.num_devices = 1
     c.optim.learning_rate = 1e-2
     c.eval.horizon, c.eval.batch_size, c.eval.num_figures = 40, 8, 1
     c.eval.perfect_navigation = False

@@ -237,6 +237,7 @@ def test_every_arramon_experiment_runs_on_one_release_layout_folder(tmp_path):
     c.batch_size, c.num_steps, c.eval_every, c.log_every = 8, 2, 2, 1
     c.eval.horizon, c.eval.batch_size, c.eval.num_figures = 20, 8, 0
     c.eval.baselines, c.eval.perfect_navigation = "", False
+    c.num_devices = 1
     with xla_optimizations(False):      # tiny models: compilation dominates
         res = train.train_and_evaluate(c, str(tmp_path / "run"))
     assert res["best_step"] == 2 and set(res) >= {"val_seen", "val_unseen"}

@@ -15,7 +15,7 @@ from tests.conftest import xla_optimizations
 from ttw_jax.arramon import env, episodes as ae, render, synthetic as syn
 from ttw_jax.arramon.evaluation import METRICS
 from ttw_jax.arramon.episodes import assembly_start, navigation_start
-from ttw_jax.core.env import replay_policy, rollout
+from ttw_jax.core.env import rollout
 from ttw_jax.core.vocab import Vocabulary
 
 NUM_ATTRS = train.NUM_ATTRS
@@ -133,6 +133,7 @@ def test_a_rendered_run_reports_the_true_view_and_the_proxy(tfds_dir, tmp_path):
     c.data.rendered_views, c.data.render_width = True, 64
     c.model.embed_dim, c.model.action_dim, c.model.hidden = 16, 8, 32
     c.batch_size, c.num_steps, c.eval_every, c.log_every = 8, 2, 2, 1
+    c.num_devices = 1
     c.data.dev_split = c.data.eval_splits = "val_unseen"
     c.eval.horizon, c.eval.batch_size, c.eval.num_figures = 16, 200, 0
     c.eval.perfect_navigation, c.eval.baselines = False, ""

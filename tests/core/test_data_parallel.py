@@ -44,6 +44,30 @@ def test_batch_must_divide_over_devices():
         dp.check_batch_size(12, dp.make_mesh())
 
 
+def test_a_run_takes_the_first_num_devices(tmp_path):
+    """`config.num_devices`: the run's mesh holds the first N devices (0: all 8), its batch
+    sizes are checked against those N, and results record N; out-of-range values are refused
+    by name before anything is written."""
+    import ml_collections
+    from ttw_jax.core.train import provenance
+    from ttw_jax.core.train.run import Run
+    assert dp.make_mesh(num_devices=3).devices.tolist() == jax.devices()[:3]
+    assert dp.make_mesh(num_devices=0).size == jax.device_count() == 8
+    config = ml_collections.ConfigDict({"seed": 0, "batch_size": 6, "num_devices": 2})
+    run = Run.start(config, tmp_path / "two")
+    assert run.mesh.devices.tolist() == jax.devices()[:2]
+    assert provenance.provenance(config, data={})["device"]["count"] == 2
+    with pytest.raises(ValueError, match="not divisible by the 8 devices"):
+        Run.start(ml_collections.ConfigDict({"seed": 0, "batch_size": 6, "num_devices": 0}),
+                  tmp_path / "all")
+    for bad, message in ((9, "num_devices=9, but this process has 8 devices"),
+                         (-1, r"num_devices=-1 \(needs an integer >= 0\)")):
+        config.num_devices = bad
+        with pytest.raises(ValueError, match=message):
+            Run.start(config, tmp_path / str(bad))
+        assert not (tmp_path / str(bad)).exists()
+
+
 LATE_DEVICE = """
 import time, jax, jax.numpy as jnp
 from jax.sharding import Mesh, PartitionSpec as P

@@ -322,7 +322,8 @@ def every_launcher_flags(text: str) -> list[str]:
 
 def test_every_launcher_takes_what_the_docs_promise_every_launcher():
     promised = {flag for text in doc_texts().values() for flag in every_launcher_flags(text)}
-    assert {"--config.dtype=bfloat16", "--config.profile_steps=21,22"} <= promised, promised
+    assert {"--config.dtype=bfloat16", "--config.profile_steps=21,22",
+            "--config.num_devices=4"} <= promised, promised
     for experiment in SYSTEMS:
         plain = f"{launcher_command(experiment)} --workdir=/tmp/x"    # rxr's needs a path
         command = f"{plain} {' '.join(sorted(promised))}"
@@ -330,9 +331,9 @@ def test_every_launcher_takes_what_the_docs_promise_every_launcher():
 
 
 @pytest.mark.parametrize("experiment", SYSTEMS)
-def test_every_launcher_has_a_dtype_and_a_profile_window(experiment):
+def test_every_launcher_has_a_dtype_a_profile_window_and_a_device_count(experiment):
     config = config_of(f"experiments.{experiment}.main", [])
-    assert config.dtype == "float32" and config.profile_steps == ""
+    assert config.dtype == "float32" and config.profile_steps == "" and config.num_devices == 0
 
 
 def snippet_imports(text: str) -> list[ast.AST]:

@@ -135,7 +135,7 @@ def nav_flags(bucket: str, workdir: str) -> list[str]:
             "--config.batch_size=8", "--config.train_horizon=8", "--config.eval.horizon=4",
             "--config.model.text_hidden=16", "--config.model.hidden=16",
             "--config.model.conv_features=8", "--config.eval.baselines=",
-            "--config.eval.num_figures=1"]
+            "--config.eval.num_figures=1", "--config.num_devices=1"]
 
 
 def start(args: list[str], cwd, tmp, script: str | None = None, **env) -> subprocess.Popen:

@@ -1,7 +1,8 @@
 """Each launcher's default config (`configs/default.py`) runs a few steps on the real data of
 `../shared/data` with only its data flags set (`DATA`: where the files are, which of their
 splits to use, and the documented opt-in to synthetic perception where the perception files are
-not shipped); the tests set nothing else but the step counts and smaller evaluations. Token
+not shipped); the tests set nothing else but the step counts, smaller evaluations and one
+device. Token
 limits are sized from the data by default (`data.max_tokens=0`) and the value used is in
 results.json's `provenance.token_limits`.
 
@@ -55,12 +56,14 @@ fast_compile = pytest.mark.usefixtures("fast_compile")
 
 def real_config(name: str, default, tfds_dir: str | None = None, **steps):
     """`default.get_config()` with the data flags `DATA[name]` (paths under ../shared/data), the
-    TFDS folder `tfds_dir` and `steps` (step counts and evaluation sizes, `override`'s keys)."""
+    TFDS folder `tfds_dir`, one device and `steps` (step counts and evaluation sizes,
+    `override`'s keys)."""
     c = default.get_config()
     for key, value in DATA[name].items():
         c.data[key] = shared_path(*value.split("/")) if key in PATH_KEYS else value
     if tfds_dir is not None:
         c.data.tfds_dir = tfds_dir
+    c.num_devices = 1    # one of the 8 fake devices (tests/experiments/trainers.py says why)
     return override(c, **steps)
 
 

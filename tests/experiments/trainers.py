@@ -28,6 +28,12 @@ class Trainer:
     xla_optimized: bool = False                 # XLA optimisations on in its runs: only where the
                                                 # run time they save outweighs their compile time
     parallel_seeds: bool = False                # on the seed axis (config.num_seeds in one program)
+    # The tiny runs train on one of the 8 fake devices (`config.num_devices`): on 2 cores the 8
+    # devices' threads took a trainer test about twice as long (tests/touchdown/test_nav_train.py,
+    # test_sdr_train.py and tests/rxr/test_train.py: 683 s of test time on 8, 338 s on 1). The
+    # data-parallel step is checked on all 8 (tests/*/test_data_parallel.py, and the emergent
+    # run on 8 devices against its one-device run: tests/talk_the_walk/test_emergent_train.py).
+    num_devices: int = 1
 
     @property
     def train(self):
@@ -41,7 +47,9 @@ class Trainer:
                **overrides) -> ml_collections.ConfigDict:
         """The tiny config with `overrides`; a learning seed (`--learning-seed`) is added to
         its `seed`."""
-        config = override(self.tiny(tfds_dir), **overrides)
+        config = self.tiny(tfds_dir)
+        config.num_devices = self.num_devices
+        config = override(config, **overrides)
         config.seed += learning_seed
         return config
 

@@ -4,7 +4,6 @@ view features in the Matterport3DSimulator TSV, `.house` panorama centres and an
 `configs/paper*.py` train on guide and follower paths, select on val_seen, stream, refuse to run
 without view features; the cross-translations, the multitask mixture and the human followers'
 row, hand-checked."""
-import gzip
 import json
 import os
 
@@ -85,7 +84,7 @@ def release(tmp_path_factory):
 def paper_config(release, name="paper", **overrides):
     import importlib
     c = importlib.import_module(f"experiments.rxr.configs.{name}").get_config()
-    settings = dict(num_steps=2, eval_every=2, log_every=1, batch_size=8,
+    settings = dict(num_steps=2, eval_every=2, log_every=1, batch_size=8, num_devices=1,
                     model__embed_dim=16, model__hidden=32, model__value_hidden=8,
                     data__manual_dir=release["manual"], data__tfds_dir=release["tfds"],
                     data__connectivity_dir=release["conn"], data__features=release["tsv"],

@@ -148,7 +148,7 @@ def test_the_rxr_config_runs_on_the_release(release, tmp_path):
     from experiments.rxr.configs import rxr
     from tests.helpers import override
     manual, recs, _ = release
-    c = override(rxr.get_config(), num_steps=2, eval_every=2, log_every=1, batch_size=8,
+    c = override(rxr.get_config(), num_steps=2, eval_every=2, log_every=1, batch_size=8, num_devices=1,
                  data__manual_dir=manual, data__tfds_dir=str(tmp_path / "tfds"),
                  data__connectivity_dir=shared_path("matterport", "connectivity"),
                  data__features="synthetic", data__allow_synthetic_perception=True, eval__baselines="random_walk",

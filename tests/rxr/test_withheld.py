@@ -36,6 +36,7 @@ def r2r_config(release, config_file="default", **overrides):
     c.data.tfds_config, c.data.manual_dir, c.data.tfds_dir = "r2r", manual, tfds
     c.data.connectivity_dir = shared_path("matterport", "connectivity")
     c.data.train_split, c.data.max_tokens, c.data.max_path = "val_seen", 8, 12
+    c.num_devices = 1
     return override(c, **overrides)
 
 

@@ -1,5 +1,6 @@
 """Talk The Walk emergent-communication trainer beyond the shared contract (`tests/experiments`):
 what its results hold, the discrete no-MASC variant, and settings refused with their names."""
+import json
 import os
 
 import jax
@@ -31,6 +32,22 @@ class TestTrainer(TrainerContract):
                    for split in ("train", "valid", "test")})
         assert res["test"]["examples"] == 160 * 4
         assert 0.0 <= res["test"]["full_task"]["success_rate"] <= 1.0
+
+    def test_on_all_8_devices_the_run_gives_its_one_device_numbers(self, trained, tfds_dir,
+                                                                   tmp_path, learning_seed):
+        """`num_devices=0` (all 8 fake devices; the tiny runs take 1): the batch is split over
+        the 'data' mesh and the gradient all-reduced, so the losses and results equal the
+        one-device run's up to the reductions' order."""
+        from ttw_jax.core.train import seeds
+        _, one = trained(self.name)
+        config = EMERGENT.config(tfds_dir, learning_seed, num_devices=0)
+        eight = EMERGENT.train.train_and_evaluate(config, str(tmp_path))
+        assert eight["provenance"]["device"]["count"] == jax.device_count() == 8
+        assert one["provenance"]["device"]["count"] == 1
+        a, b = seeds.numbers(eight), seeds.numbers(json.loads(json.dumps(one)))
+        assert set(a) == set(b)
+        for key in a:
+            assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-4), key
 
 
 @pytest.mark.slow

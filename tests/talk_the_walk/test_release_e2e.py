@@ -87,6 +87,7 @@ def test_language_paper_config(release, tmp_path):
     c.tourist.batch_size = c.guide.batch_size = 16
     c.generated.batch_size = 128
     c.contexts, c.compare_masc, c.generated.Ts, c.pg.T = "1", False, "1", 1
+    c.num_devices = 1
     c.pg.num_steps = 0                                        # ours, not the release's: skipped
     c.data.generated_len = 8
     c.eval.num_walks = c.eval.batch_size = 32
@@ -123,6 +124,7 @@ def test_emergent_paper_config(release, tmp_path):
     c = emergent_paper.get_config()
     c.data.maps_dir = release
     c.T, c.model.features, c.batch_size, c.num_epochs = 1, 16, 64, 1
+    c.num_devices = 1
     c.full_task.splits, c.write_plots = "", False
     with xla_optimizations(False):
         res = emergent_train.train_and_evaluate(c, str(tmp_path))

@@ -86,10 +86,10 @@ def test_a_finished_run_from_before_a_key_existed_still_loads(tmp_path):
     assert "retired_key" not in nav.model and nav.data.graph_dir == "/graphs"
 
 
-def test_one_dtype_and_profile_window_for_both_stages(tmp_path):
-    """`dtype` and `profile_steps` are the pipeline's: the stages trained here take them (their
-    sections have neither, and the launcher names the key to use), a finished run keeps its own
-    dtype, and a bad value is refused before any work."""
+def test_one_dtype_profile_window_and_device_count_for_both_stages(tmp_path):
+    """`dtype`, `profile_steps` and `num_devices` are the pipeline's: the stages trained here take
+    them (their sections have none, and the launcher names the key to use for the first two), a
+    finished run keeps its own dtype, and a bad value is refused before any work."""
     from experiments.touchdown_full import train
     from experiments.touchdown_full.configs import default, paper
     from experiments.touchdown_nav.configs import default as nav_default
@@ -97,12 +97,12 @@ def test_one_dtype_and_profile_window_for_both_stages(tmp_path):
     from ttw_jax.core.train.workdir import check_common
 
     config = default.get_config()
-    config.dtype, config.profile_steps = "bfloat16", "3,4"
+    config.dtype, config.profile_steps, config.num_devices = "bfloat16", "3,4", 2
     for stage in ("nav", "sdr"):
         held = set(config[stage]) | set(paper.get_config()[stage])
-        assert not {"dtype", "profile_steps"} & held
+        assert not {"dtype", "profile_steps", "num_devices"} & held
         c = train.stage_config(config, stage)
-        assert (c.dtype, c.profile_steps) == ("bfloat16", "3,4")
+        assert (c.dtype, c.profile_steps, c.num_devices) == ("bfloat16", "3,4", 2)
         check_common(c)
     _, _, errors = renamed_config_args(["main", "--config.sdr.dtype=bfloat16"], default.RENAMED,
                                        config, default.RENAMED_IN)
@@ -129,7 +129,7 @@ def test_pipeline_trains_both_stages_then_reuses_them(tfds_dir, tmp_path):
                                                   eval__baselines="", eval__num_figures=0)
     config.sdr = TRAINERS["touchdown_sdr"].config(tfds_dir)
     config.sdr.data.eval_splits = ""
-    config.num_panels = 3
+    config.num_panels, config.num_devices = 3, 1
     workdir = str(tmp_path / "full")
     res = train.train_and_evaluate(config, workdir)
 

@@ -107,7 +107,7 @@ def test_every_touchdown_experiment_runs_on_one_release_folder(release, tmp_path
     c.data.views, c.data.split = "release", "test"
     c.data.manual_dir, c.data.graph_dir = release["data"], release["graph"]
     c.data.features, c.data.tfds_dir = release["table"], tfds_dir
-    c.write_plots = False
+    c.write_plots, c.num_devices = False, 1
     full = full_train.train_and_evaluate(c, str(tmp_path / "full"))
     with open(tmp_path / "full" / "sdr" / "results.json") as f:
         assert json.load(f)["eval_every"] == epoch    # the same views as the streamed run's

@@ -1,10 +1,8 @@
-"""Touchdown SDR trainer beyond the shared contract (`tests/experiments`): it trains over 8 fake
-devices (the shared data-parallel step), what its results hold, the tune split, and the
-baselines mode on the real records."""
+"""Touchdown SDR trainer beyond the shared contract (`tests/experiments`): what its results
+hold, the tune split, and the baselines mode on the real records."""
 import json
 import os
 
-import jax
 import numpy as np
 import pytest
 
@@ -17,8 +15,7 @@ from tests.helpers import override
 class TestTrainer(TrainerContract):
     name = "touchdown_sdr"
 
-    def test_trains_on_8_devices_and_reports_every_model_and_baseline(self, trained):
-        assert jax.device_count() == 8
+    def test_reports_every_model_and_baseline(self, trained):
         workdir, res = trained(self.name)
         for name in ("lingunet", "random", "center", "average"):
             m = res["test"][name]

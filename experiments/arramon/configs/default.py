@@ -17,6 +17,7 @@ def get_config():
     c = ml_collections.ConfigDict()
     c.seed = 0
     c.num_seeds = 1   # > 1: seeds seed .. seed + N - 1, in one program where the trainer allows
+    c.num_devices = 0  # data-parallel over the first N devices of one process; 0: all devices
     c.mode = "train"               # train | baselines (the random walk, nothing trained)
     c.model = ml_collections.ConfigDict()
     c.model.name = "vl"            # vl | vo | lo

@@ -10,9 +10,9 @@ never saw). On the real data use `configs/paper.py` (both stages on the release,
 navigation`, `sdr.data.tfds_config=sdr` and `data.views=release` yourself, with the records and
 feature files in `data.manual_dir` and `data.graph_dir` / `data.features` for navigation.
 
-`dtype` and `profile_steps` are the pipeline's, one for both stages (the sub-configs have none):
-the stages trained here train and are evaluated in `dtype` and trace `profile_steps`; a finished
-run keeps its own.
+`dtype`, `profile_steps` and `num_devices` are the pipeline's, one for both stages (the
+sub-configs have none): the stages trained here train and are evaluated in `dtype` on
+`num_devices` and trace `profile_steps`; a finished run keeps its own.
 """
 import ml_collections
 
@@ -20,11 +20,11 @@ from experiments.touchdown_nav.configs import default as nav_default
 from experiments.touchdown_sdr.configs import default as sdr_default
 
 # Keys of both stages set once for the pipeline (the top-level keys of the same names).
-SHARED = ("dtype", "profile_steps")
+SHARED = ("dtype", "profile_steps", "num_devices")
 # Config keys of earlier releases ({old: new key, or why it is gone}), as in the other launchers.
 RENAMED_IN = "0.1.0"
 RENAMED = {f"{stage}.{key}": f"{key} (one for both stages)"
-           for stage in ("nav", "sdr") for key in SHARED}
+           for stage in ("nav", "sdr") for key in ("dtype", "profile_steps")}
 
 
 def stage_defaults(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
@@ -38,6 +38,7 @@ def get_config():
     c = ml_collections.ConfigDict()
     c.seed = 0
     c.num_seeds = 1   # > 1: seeds seed .. seed + N - 1, in one program where the trainer allows
+    c.num_devices = 0  # data-parallel over the first N devices of one process; 0: all devices
     c.nav_workdir = ""             # a finished navigation run; empty: train `nav` first
     c.sdr_workdir = ""             # a finished SDR run; empty: train `sdr` first
     c.nav = stage_defaults(nav_default.get_config())

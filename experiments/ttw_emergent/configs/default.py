@@ -22,6 +22,7 @@ def get_config():
     c = ml_collections.ConfigDict()
     c.seed = 0
     c.num_seeds = 1   # > 1: seeds seed .. seed + N - 1, in one program where the trainer allows
+    c.num_devices = 0  # data-parallel over the first N devices of one process; 0: all devices
     c.T = 3                      # number of tourist moves
     c.model = ml_collections.ConfigDict()
     c.model.name = "masc"        # masc | no_masc (the baseline: a shared ordinary 3x3 kernel)

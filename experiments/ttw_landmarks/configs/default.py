@@ -38,6 +38,7 @@ def get_config():
     c = ml_collections.ConfigDict()
     c.seed = 0                   # the split, the initialisation, the shuffling, the random baseline
     c.num_seeds = 1   # > 1: seeds seed .. seed + N - 1, in one program where the trainer allows
+    c.num_devices = 0  # data-parallel over the first N devices of one process; 0: all devices
     c.model = ml_collections.ConfigDict()
     c.model.name = "bag_of_embeddings"
     c.model.features = "resnet"  # comma-separated: resnet | textrecog | fasttext

@@ -22,6 +22,7 @@ def get_config():
     c = ml_collections.ConfigDict()
     c.seed = 0
     c.num_seeds = 1   # > 1: seeds seed .. seed + N - 1, in one program where the trainer allows
+    c.num_devices = 0  # data-parallel over the first N devices of one process; 0: all devices
     c.contexts = "1,3,5"           # human-utterance guides: the last 1, 3, 5 utterances
     c.compare_masc = True          # also train the no-MASC baseline for every context
     c.patience = 4                 # evaluations without improvement before a stage stops

@@ -24,8 +24,20 @@ SEEDS = "seeds"        # the seed axis of a 2-D mesh (`seed_mesh`)
 LossFn = Callable[[Any, Any, jax.Array], tuple[jax.Array, dict]]
 
 
-def make_mesh(devices=None) -> Mesh:
-    """A 1-D mesh over all (global) devices, axis name 'data'."""
+def make_mesh(devices=None, num_devices: int = 0) -> Mesh:
+    """A 1-D mesh, axis name 'data', over `devices`, else the first `num_devices` devices (a
+    run's `config.num_devices`), else (0) all (global) devices. A run over several processes
+    takes them all: `num_devices` is for one process (e.g. 1 of a host's 8 GPUs)."""
+    if devices is None and num_devices:
+        if isinstance(num_devices, bool) or not isinstance(num_devices, int) or num_devices < 0:
+            raise ValueError(f"num_devices={num_devices!r}: 0 (all devices) or a device count")
+        if jax.process_count() > 1:
+            raise ValueError(f"num_devices={num_devices}: a run over {jax.process_count()} "
+                             "processes uses all their devices; set num_devices=0")
+        if num_devices > jax.device_count():
+            raise ValueError(f"num_devices={num_devices}, but this process has "
+                             f"{jax.device_count()} devices")
+        devices = jax.devices()[:num_devices]
     return Mesh(np.asarray(devices if devices is not None else jax.devices()), (AXIS,))
 
 

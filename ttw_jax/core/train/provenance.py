@@ -137,11 +137,12 @@ def config_hash(config: ml_collections.ConfigDict | Mapping) -> str:
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def device() -> dict:
+def device(num_devices: int = 0) -> dict:
+    """The devices a run trained on: the first `num_devices` (`config.num_devices`; 0 all)."""
     import jax    # here, so that the launcher imports this module before JAX is set up
     d = jax.devices()[0]
-    return {"platform": d.platform, "kind": d.device_kind, "count": jax.device_count(),
-            "processes": jax.process_count()}
+    return {"platform": d.platform, "kind": d.device_kind,
+            "count": int(num_devices) or jax.device_count(), "processes": jax.process_count()}
 
 
 def provenance(config, *, data: dict, perception: dict = NONE, protocol: dict | None = None,
@@ -151,7 +152,8 @@ def provenance(config, *, data: dict, perception: dict = NONE, protocol: dict | 
     key: the limit used, None where the run used none}) only where one is given."""
     out = {"data": data, "perception": perception,
            "protocol": protocol or {"name": OFFICIAL}, "code": code_revision(),
-           "config_hash": config_hash(config), "device": device(),
+           "config_hash": config_hash(config),
+           "device": device(config.get("num_devices", 0) if hasattr(config, "get") else 0),
            "dtype": str(config.get("dtype", "float32") if hasattr(config, "get") else "float32"),
            "seeds": int(seeds), "hidden_splits": list(hidden_splits)}
     limits = {k: int(v) for k, v in (token_limits or {}).items() if v is not None}

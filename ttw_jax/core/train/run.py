@@ -49,7 +49,7 @@ from ttw_jax.core import paths
 from ttw_jax.core.train import data_parallel as dp, provenance as prov, seeds as seeds_lib
 from ttw_jax.core.train.logging import MetricWriter
 from ttw_jax.core.train.loop import fit
-from ttw_jax.core.train.workdir import check_workdir_config, write_results
+from ttw_jax.core.train.workdir import check_common, check_workdir_config, write_results
 
 INIT, STEPS, EVAL = 0, 1, 2
 SCHEDULES = ("constant", "cosine", "exponential")
@@ -253,9 +253,10 @@ class Run:
               resumable: Sequence[str] = (), batch_sizes: Sequence[int] | None = None,
               parallel_seeds: bool = False) -> "Run":
         """Creates `workdir`, records the config there (refusing to resume a run whose config
-        differs outside `resumable`), builds the mesh and checks that every batch size
-        (default: `config.batch_size`) splits over it. `workdir` may be any `paths.resolve`
-        path (local, `file://`, `gs://`); `Run.workdir` is the resolved `epath.Path`.
+        differs outside `resumable`), after building the mesh (the first `config.num_devices`
+        devices; 0 or absent: all) and checking that every batch size (default:
+        `config.batch_size`) splits over it. `workdir` may be any `paths.resolve` path (local,
+        `file://`, `gs://`); `Run.workdir` is the resolved `epath.Path`.
         `parallel_seeds`: the trainer runs `config.num_seeds` > 1 on the seed axis (module
         docstring); each seed's `Run` records its own config in `<workdir>/s<seed>`. A trainer
         that does not refuses num_seeds > 1 (`seeds.sequential_seeds` runs them in turn)."""
@@ -265,11 +266,12 @@ class Run:
         if n > 1 and not parallel_seeds:
             raise ValueError(f"num_seeds={n}: this trainer is not on the seed axis; "
                              "`seeds.sequential_seeds` runs its seeds one after another")
-        workdir = paths.resolve(workdir)
-        check_workdir_config(config, workdir, resumable)
-        mesh = dp.make_mesh()
+        check_common(config)           # the sizing keys, then the devices, before any write
+        mesh = dp.make_mesh(num_devices=config.get("num_devices", 0))
         for b in (config.batch_size,) if batch_sizes is None else batch_sizes:
             dp.check_batch_size(b, mesh)
+        workdir = paths.resolve(workdir)
+        check_workdir_config(config, workdir, resumable)
         run = cls(config, workdir, mesh, MetricWriter(workdir), jax.random.key(config.seed))
         if n > 1:
             seeds = tuple(range(config.seed, config.seed + n))

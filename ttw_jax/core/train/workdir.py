@@ -28,10 +28,10 @@ def write_json(path: paths.PathLike, obj, **kw) -> None:
 # Keys any run may change when it resumes: what it observes, not what it computes.
 ALWAYS_RESUMABLE = ("profile_steps",)
 # Keys added to every config after runs were written without them: {key: the value they meant}.
-ADDED_KEYS = {"num_seeds": 1}
+ADDED_KEYS = {"num_seeds": 1, "num_devices": 0}
 # Config leaves (by their last name, at any depth) every trainer needs positive, or >= 0.
 POSITIVE_KEYS = ("batch_size", "eval_every", "log_every", "sdr_batch_size")
-NON_NEGATIVE_KEYS = ("num_steps", "num_epochs")
+NON_NEGATIVE_KEYS = ("num_steps", "num_epochs", "num_devices")
 # Sizes of a model (`model.<name>`) that must be positive.
 MODEL_SIZE_KEYS = ("features", "hidden", "embed_dim", "action_dim", "conv_features", "text_hidden",
                    "channels", "mlp_hidden", "text_embed", "kernel", "stride", "levels")
