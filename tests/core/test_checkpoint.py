@@ -125,14 +125,13 @@ def without_checksum(meta):
     return {k: v for k, v in meta.items() if k != CHECKSUM_KEY}
 
 
-def flip_bytes(step_dir):
-    """16 flipped bytes in the largest array data file: orbax decodes it, the content differs."""
-    data = max((p for p in (step_dir / "train").rglob("d/*") if p.is_file()),
-               key=lambda p: p.stat().st_size)
-    b = bytearray(data.read_bytes())
-    for i in range(len(b) // 2, len(b) // 2 + 64, 4):
-        b[i] ^= 0x10
-    data.write_bytes(bytes(b))
+def swap_arrays(checkpoints, step: int, other: int):
+    """Step `step`'s arrays replaced by step `other`'s, files and all: orbax decodes them as
+    any checkpoint, and the content differs from the SHA-256 saved with `step`. (Flipped bytes
+    in a data file were decoded silently by one run and refused by zstd in another.)"""
+    import shutil
+    shutil.rmtree(checkpoints / str(step) / "train")
+    shutil.copytree(checkpoints / str(other) / "train", checkpoints / str(step) / "train")
 
 
 def restore(directory, read_only=False):
@@ -232,11 +231,12 @@ def test_the_offline_verification_restores_as_saved_and_names_every_bad_step(tmp
     for run in (good, flipped, stripped):
         ckpt = Checkpointer(str(run / "checkpoints"))
         for step in (5, 10):
-            ckpt.save(step, {"state": state, "best_params": state.params}, {"step": step})
+            s = state.replace(step=step, params={**state.params, "w": state.params["w"] * step})
+            ckpt.save(step, {"state": s, "best_params": s.params}, {"step": step})
         ckpt.close()
     text, bad = report(str(good))
     assert bad == 0 and text.count(f": {OK}") == 2, text
-    flip_bytes(flipped / "checkpoints" / "10")
+    swap_arrays(flipped / "checkpoints", 10, 5)
     edit_meta(stripped / "checkpoints" / "10", without_checksum)
     legacy = ocp.CheckpointManager(tmp_path / "s3" / "checkpoints", item_names=("train", "meta"))
     for step in (1, 2):   # written before checksums: unverified, not bad

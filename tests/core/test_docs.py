@@ -216,6 +216,8 @@ def value_problems(experiment: str, config, flags: list[str]) -> list[str]:
 
 def problems(command: str) -> list[str]:
     module, args = parse(command)
+    if "--" in args:          # the end of the flags: what follows is passed on (e.g. to pytest)
+        args = args[:args.index("--")]
     if find(module) is None:
         return [f"no module {module}"]
     if (ast.get_docstring(ast.parse(open(find(module).origin, encoding="utf-8").read())) or ""
