@@ -40,11 +40,10 @@ from flax.training import train_state
 from ttw_datasets.talk_the_walk.talk_the_walk_dataset_builder import Builder as TalkTheWalk
 from ttw_jax.core import paths, tfds as ttw_tfds
 from ttw_jax.core.chunks import map_in_chunks
-from ttw_jax.core.train import data_parallel as dp, provenance
+from ttw_jax.core.train import data_parallel as dp, provenance, seeds as seeds_lib
 from ttw_jax.core.train.epochs import steps_per_epoch
 from ttw_jax.core.train.run import Run, evaluate_best, make_optimizer, optim_config
 from ttw_jax.core.train.precision import with_dtype
-from ttw_jax.core.train.seeds import sequential_seeds
 from ttw_jax.core.vocab import Vocabulary
 from ttw_jax.talk_the_walk import env as grid, maps, walks as localization
 from ttw_jax.talk_the_walk.language import (dataset as ttw_language_data, dialogues as td,
@@ -168,37 +167,61 @@ def walk_epoch_size(config, table, T: int) -> int:
                                          num_windows=len(table))[0]
 
 
-def fixed_sampler(run: Run, stage, arrays: dict, key) -> dict:
-    """`run_stage`'s sampling keywords for a fixed training set (host arrays): episodes drawn with
-    replacement at every step, or, with `stage.num_epochs` > 0, every example once per epoch in a
-    fresh order (`walks.epoch_sampler`, the released DataLoader's shuffle, from `key`)."""
+def fixed_sampler(run: Run, stage, arrays, keys: list) -> dict:
+    """`run_stage`'s sampling keywords for a fixed training set (host arrays; on the seed axis
+    a list of each seed's own, or one set for all): episodes drawn with replacement at every
+    step, or, with `stage.num_epochs` > 0, every example once per epoch in a fresh order
+    (`walks.epoch_sampler`, the released DataLoader's shuffle, from each seed's key of `keys`)."""
+    own = isinstance(arrays, list)
     if stage.num_epochs > 0:
-        sample, _ = localization.epoch_sampler(run.replicate(arrays), stage.batch_size, key,
-                                               run.mesh)
-        return {"sample": lambda k, step: sample(step), "pass_step": True,
-                "epoch_size": len(arrays["target"])}
+        placed = [run.replicate(a) for a in arrays] if own else [run.replicate(arrays)] * len(keys)
+        samples = []
+        for a, k in zip(placed, keys):
+            sample, _ = localization.epoch_sampler(a, stage.batch_size, k, run.mesh)
+            samples.append(lambda _, step, sample=sample: sample(step))
+        return {"sample": samples, "pass_step": True,
+                "epoch_size": len((arrays[0] if own else arrays)["target"])}
+    if own:
+        return {"sample": [dp.episode_sampler(a, stage.batch_size, run.mesh) for a in arrays]}
     return {"sample": dp.episode_sampler(arrays, stage.batch_size, run.mesh)}
 
 
-def run_stage(run: Run, stage, name: str, params, loss_fn: Callable, sample: Callable,
-              evaluate: Callable, metric: str, mode: str, key, consts: Sequence = (), hooks=(),
-              pass_step: bool = False, epoch_size: int | None = None):
-    """Trains `params` with Adam at `stage.learning_rate` on `loss_fn` (batches from sample(key),
-    or sample(key, step) with `pass_step`) in `<workdir>/<name>` for the stage's budget
-    (`stage_config`: `epoch_size` examples an epoch when it counts epochs); returns (best params,
-    meta) with meta's `steps_per_epoch` (0 for a budget in steps)."""
-    stage_dir = run.workdir / name
-    stage_dir.mkdir(parents=True, exist_ok=True)
+def seed_runs(run: Run) -> list[Run]:
+    """The runs of `run`'s seeds (`Run.seed_runs` on the seed axis), or [run]."""
+    return list(run.seed_runs) if run.seeds else [run]
+
+
+def run_stage(run: Run, stage, name: str, params: list, loss_fn: Callable, sample,
+              evaluate: list, metric: str, mode: str, keys: list, consts: Sequence = (),
+              hooks=(), pass_step: bool = False, epoch_size: int | None = None):
+    """Trains each seed's `params` (lists over `seed_runs(run)`, as are `evaluate` and the
+    step keys `keys`; on the seed axis as one program) with Adam at `stage.learning_rate` on
+    `loss_fn` (batches from sample(key), or sample(key, step) with `pass_step`; `sample` is one
+    sampler or each seed's; a const given as a list is each seed's own) in `<workdir>/<name>`
+    (each seed's `s<seed>/<name>`) for the stage's budget (`stage_config`: `epoch_size` examples
+    an epoch when it counts epochs). Returns each seed's best params and meta, with meta's
+    `steps_per_epoch` (0 for a budget in steps)."""
+    one = (lambda xs: xs) if run.seeds else (lambda xs: xs[0])
+    for r in (run, *run.seed_runs):
+        (r.workdir / name).mkdir(parents=True, exist_ok=True)
     fit_config = stage_config(run.config, stage, epoch_size)
-    state = train_state.TrainState.create(
-        apply_fn=None, params=params,
-        tx=make_optimizer(optim_config(stage.learning_rate), fit_config.num_steps))
-    train_step = dp.make_train_step(loss_fn, run.mesh, num_consts=len(consts))
-    step_fn = run.step_fn(train_step, sample, *(run.replicate(c) for c in consts), key=key,
-                          pass_step=pass_step)
-    _, best, meta = run.fit(state, step_fn, evaluate, eval_prefix="valid", hooks=hooks,
-                            workdir=stage_dir, config=fit_config, metric=metric, mode=mode)
-    return jax.device_get(best), {**meta, "steps_per_epoch": fit_config.steps_per_epoch}
+    tx = make_optimizer(optim_config(stage.learning_rate), fit_config.num_steps)
+    state = run.stack(one([train_state.TrainState.create(apply_fn=None, params=p, tx=tx)
+                           for p in params]))
+    train_step, consts = run.train_step(
+        loss_fn, *(one(c) if isinstance(c, list) else c for c in consts))
+    if not run.seeds:
+        consts = tuple(run.replicate(c) for c in consts)
+    step_fn = run.step_fn(train_step, one(sample) if isinstance(sample, list) else sample,
+                          *consts, key=one(keys), pass_step=pass_step)
+    _, best, meta = run.fit(state, step_fn, one(evaluate), eval_prefix="valid", hooks=hooks,
+                            workdir=run.workdir / name, config=fit_config, metric=metric,
+                            mode=mode)
+    per_epoch = {"steps_per_epoch": fit_config.steps_per_epoch}
+    if not run.seeds:
+        return [jax.device_get(best)], [{**meta, **per_epoch}]
+    return ([jax.device_get(seeds_lib.take(best, i)) for i in range(len(run.seeds))],
+            [{**m, **per_epoch} for m in meta])
 
 
 def stage_summary(meta: dict) -> dict:
@@ -244,15 +267,16 @@ def _take(arrays: dict, keys) -> dict:
     return {k: arrays[k] for k in keys if k in arrays}
 
 
-def train_tourist(run: Run, data, key, hooks):
+def train_tourist(run: Run, data, keys: list, hooks):
+    """The tourist of each seed (`keys`: each seed's stage key): (model, [params], [results])."""
     config = run.config
     vocab_size = len(data["vocab"])
     model = build_tourist(config, vocab_size)
     train = _take(data["human"][1]["train"], HUMAN_KEYS)
     ex = jax.tree_util.tree_map(lambda x: jnp.asarray(x[:2]), train)
     inputs = jnp.zeros_like(ex["utterance"])
-    params = model.init(jax.random.fold_in(key, 0), ex["obs"], ex["actions"], ex["num_moves"],
-                        inputs)["params"]
+    params = [model.init(jax.random.fold_in(k, 0), ex["obs"], ex["actions"], ex["num_moves"],
+                         inputs)["params"] for k in keys]
     loss_fn = nl_losses.tourist_loss(model.apply)
     stats = jax.jit(functools.partial(nl_losses.tourist_token_stats, model.apply))
     valid = data["human"][1]["valid"]
@@ -265,12 +289,13 @@ def train_tourist(run: Run, data, key, hooks):
         return {"ce": float(out["ce"].sum()) / tokens,
                 "token_accuracy": float(out["correct"].sum()) / tokens}
 
-    params, meta = run_stage(
-        run, config.tourist, "tourist", params, loss_fn, evaluate=evaluate, metric="ce",
-        mode="min", key=jax.random.fold_in(key, 1), hooks=hooks,
-        **fixed_sampler(run, config.tourist, train, jax.random.fold_in(key, 2)))
-    return model, params, {**stage_summary(meta),
-                           "valid": evaluate_best(meta, "valid", "valid", lambda: evaluate(params))}
+    best, metas = run_stage(
+        run, config.tourist, "tourist", params, loss_fn, evaluate=[evaluate] * len(keys),
+        metric="ce", mode="min", keys=[jax.random.fold_in(k, 1) for k in keys], hooks=hooks,
+        **fixed_sampler(run, config.tourist, train, [jax.random.fold_in(k, 2) for k in keys]))
+    return model, best, [{**stage_summary(m),
+                          "valid": evaluate_best(m, "valid", "valid", lambda p=p: evaluate(p))}
+                         for p, m in zip(best, metas)]
 
 
 def make_guide_evaluator(guide, batch_size: int, predict_T: bool):
@@ -297,25 +322,30 @@ def init_guide(guide, key, message_len: int, k: int):
                       jnp.zeros((b, maps.WINDOW, maps.WINDOW, k), jnp.int32))["params"]
 
 
-def train_human_guide(run: Run, data, key, ctx: int, masc: bool, hooks):
+def train_human_guide(run: Run, data, keys: list, ctx: int, masc: bool, hooks) -> list:
+    """Each seed's human-utterance guide (`keys`: each seed's stage key); [results]."""
     config = run.config
     guide = build_guide(config, len(data["vocab"]), masc)
     sets = data["human"][ctx]
-    keys = ("message", "message_len", "landmarks", "target")
-    params = init_guide(guide, key, sets["train"]["message"].shape[1],
-                        sets["train"]["landmarks"].shape[-1])
+    fields = ("message", "message_len", "landmarks", "target")
+    params = [init_guide(guide, k, sets["train"]["message"].shape[1],
+                         sets["train"]["landmarks"].shape[-1]) for k in keys]
     loss_fn = nl_losses.guide_loss(guide.apply, "predict")
     evaluate = make_guide_evaluator(guide, config.eval.batch_size, predict_T=True)
     name = f"guide_human_c{ctx}_{'masc' if masc else 'nomasc'}"
-    params, meta = run_stage(run, config.guide, name, params, loss_fn,
-                             evaluate=lambda p: evaluate(p, sets["valid"]), metric="accuracy",
-                             mode="max", key=jax.random.fold_in(key, 1), hooks=hooks,
-                             **fixed_sampler(run, config.guide, _take(sets["train"], keys),
-                                             jax.random.fold_in(key, 2)))
-    per_split = {s: evaluate_best(meta, s, "valid", lambda: evaluate(params, sets[s]))
-                 for s in maps.SPLITS}
-    return {**stage_summary(meta), **{s: r["accuracy"] for s, r in per_split.items()},
-            "expected_T": {s: r["expected_T"] for s, r in per_split.items()}}
+    best, metas = run_stage(
+        run, config.guide, name, params, loss_fn,
+        evaluate=[lambda p: evaluate(p, sets["valid"])] * len(keys), metric="accuracy",
+        mode="max", keys=[jax.random.fold_in(k, 1) for k in keys], hooks=hooks,
+        **fixed_sampler(run, config.guide, _take(sets["train"], fields),
+                        [jax.random.fold_in(k, 2) for k in keys]))
+    out = []
+    for p, meta in zip(best, metas):
+        per_split = {s: evaluate_best(meta, s, "valid", lambda s=s, p=p: evaluate(p, sets[s]))
+                     for s in maps.SPLITS}
+        out.append({**stage_summary(meta), **{s: r["accuracy"] for s, r in per_split.items()},
+                    "expected_T": {s: r["expected_T"] for s, r in per_split.items()}})
+    return out
 
 
 def walk_sets(config, data, T: int, key) -> dict:
@@ -359,12 +389,15 @@ def evaluate_generated(config, evaluate, generate, gparams, tparams, walks: dict
     return result
 
 
-def train_generated_guide(run: Run, data, tourist, tparams, key, T: int, hooks):
+def train_generated_guide(run: Run, data, tourist, tparams: list, keys: list, T: int, hooks):
+    """Each seed's T-step guide on its own tourist's utterances (`tparams`, `keys`: each seed's);
+    (guide, [params], [walk sets], [results])."""
     config, mesh = run.config, run.mesh
     vocab_size = len(data["vocab"])
     guide = build_guide(config, vocab_size, True, generated=True)
     k = data["tables"]["train"].shape[-1]
-    params = init_guide(guide, jax.random.fold_in(key, 0), config.data.generated_len + 1, k)
+    params = [init_guide(guide, jax.random.fold_in(key, 0), config.data.generated_len + 1, k)
+              for key in keys]
     train_table = dp.replicate(jnp.asarray(data["tables"]["train"]), mesh)
     decode = config.generated.decode
 
@@ -376,22 +409,28 @@ def train_generated_guide(run: Run, data, tourist, tparams, key, T: int, hooks):
         return language.generated_batch(tourist, tp, walks, k_dec, decode,
                                         config.data.generated_len, config.eval.beam_size)
 
-    device_tparams = dp.replicate(tparams, mesh)
-    sample = lambda k_step: jax.lax.with_sharding_constraint(
-        make_batch(k_step, train_table, device_tparams), dp.batch_sharded(mesh))
-    walks = walk_sets(config, data, T, jax.random.fold_in(key, 2))
+    def sampler(tp):
+        device_tp = dp.replicate(tp, mesh)
+        return lambda k_step: jax.lax.with_sharding_constraint(
+            make_batch(k_step, train_table, device_tp), dp.batch_sharded(mesh))
+
+    walks = [walk_sets(config, data, T, jax.random.fold_in(key, 2)) for key in keys]
     evaluate = make_guide_evaluator(guide, config.eval.batch_size, predict_T=False)
     generate = make_generator(config, tourist)
-    valid = generate(tparams, walks["valid"], decode, jax.random.fold_in(key, 3))
+    valid = [generate(tp, w["valid"], decode, jax.random.fold_in(key, 3))
+             for tp, w, key in zip(tparams, walks, keys)]
     loss_fn = nl_losses.guide_loss(guide.apply, "fixed")
-    params, meta = run_stage(run, config.generated, f"guide_generated_T{T}", params, loss_fn,
-                             sample, lambda p: {"accuracy": evaluate(p, valid)["accuracy"]},
-                             "accuracy", "max", jax.random.fold_in(key, 1), hooks=hooks,
-                             epoch_size=walk_epoch_size(config, data["tables"]["train"], T))
-    result = {**stage_summary(meta),
-              **evaluate_generated(config, evaluate, generate, params, tparams, walks,
-                                   jax.random.fold_in(key, 4))}
-    return guide, params, walks, result
+    best, metas = run_stage(
+        run, config.generated, f"guide_generated_T{T}", params, loss_fn,
+        [sampler(tp) for tp in tparams],
+        [lambda p, v=v: {"accuracy": evaluate(p, v)["accuracy"]} for v in valid],
+        "accuracy", "max", [jax.random.fold_in(key, 1) for key in keys], hooks=hooks,
+        epoch_size=walk_epoch_size(config, data["tables"]["train"], T))
+    results = [{**stage_summary(m),
+                **evaluate_generated(config, evaluate, generate, p, tp, w,
+                                     jax.random.fold_in(key, 4))}
+               for p, m, tp, w, key in zip(best, metas, tparams, walks, keys)]
+    return guide, best, walks, results
 
 
 def human_trajectories(config, data) -> dict:
@@ -404,36 +443,41 @@ def human_trajectories(config, data) -> dict:
             for s in maps.SPLITS}
 
 
-def train_human_trajectory_guide(run: Run, data, tourist, tparams, key, hooks):
+def train_human_trajectory_guide(run: Run, data, tourist, tparams: list, keys: list, hooks):
     """Table 15's human-trajectory guide: trained (fixed T) on the tourist's `generated.decode`
     utterances for the dialogues' own trajectories, cached once as in the released
-    predict_location_generated.py; evaluated on them like the random-walk guides."""
+    predict_location_generated.py; evaluated on them like the random-walk guides. Each seed's,
+    on its own tourist's utterances: (guide, [params], [results])."""
     config = run.config
     guide = build_guide(config, len(data["vocab"]), True, generated=True)
     k = data["tables"]["train"].shape[-1]
-    params = init_guide(guide, jax.random.fold_in(key, 0), config.data.generated_len + 1, k)
+    params = [init_guide(guide, jax.random.fold_in(key, 0), config.data.generated_len + 1, k)
+              for key in keys]
     walks = human_trajectories(config, data)
     generate = make_generator(config, tourist)
     decode = config.generated.decode
-    cached = {s: generate(tparams, walks[s], decode, jax.random.fold_in(key, 3))
-              for s in ("train", "valid")}
+    cached = [{s: generate(tp, walks[s], decode, jax.random.fold_in(key, 3))
+               for s in ("train", "valid")} for tp, key in zip(tparams, keys)]
     evaluate = make_guide_evaluator(guide, config.eval.batch_size, predict_T=False)
     loss_fn = nl_losses.guide_loss(guide.apply, "fixed")
-    params, meta = run_stage(
+    best, metas = run_stage(
         run, config.generated, "guide_human_trajectories", params, loss_fn,
-        evaluate=lambda p: {"accuracy": evaluate(p, cached["valid"])["accuracy"]},
-        metric="accuracy", mode="max", key=jax.random.fold_in(key, 1), hooks=hooks,
-        **fixed_sampler(run, config.generated, cached["train"], jax.random.fold_in(key, 2)))
-    result = {**stage_summary(meta), "decode": decode,
-              **evaluate_generated(config, evaluate, generate, params, tparams, walks,
-                                   jax.random.fold_in(key, 4))}
-    return guide, params, result
+        evaluate=[lambda p, c=c: {"accuracy": evaluate(p, c["valid"])["accuracy"]}
+                  for c in cached],
+        metric="accuracy", mode="max", keys=[jax.random.fold_in(key, 1) for key in keys],
+        hooks=hooks, **fixed_sampler(run, config.generated, [c["train"] for c in cached],
+                                     [jax.random.fold_in(key, 2) for key in keys]))
+    results = [{**stage_summary(m), "decode": decode,
+                **evaluate_generated(config, evaluate, generate, p, tp, walks,
+                                     jax.random.fold_in(key, 4))}
+               for p, m, tp, key in zip(best, metas, tparams, keys)]
+    return guide, best, results
 
 
-def fine_tune_tourist(run: Run, data, tourist, tparams, guide, gparams, walks, key, T: int,
-                      hooks):
-    """Policy gradient for the tourist against the frozen T-step guide; returns its params and
-    the guide's accuracy with each decoding, before and after."""
+def fine_tune_tourist(run: Run, data, tourist, tparams: list, guide, gparams: list,
+                      walks: list, keys: list, T: int, hooks):
+    """Policy gradient for each seed's tourist against its frozen T-step guide; returns their
+    params and the guide's accuracy with each decoding, before and after (lists over seeds)."""
     config, mesh = run.config, run.mesh
     train_table = dp.replicate(jnp.asarray(data["tables"]["train"]), mesh)
 
@@ -451,23 +495,28 @@ def fine_tune_tourist(run: Run, data, tourist, tparams, guide, gparams, walks, k
     evaluate = make_guide_evaluator(guide, config.eval.batch_size, predict_T=False)
     generate = make_generator(config, tourist)
 
-    def accuracy_with(tp, split, decode, draw=5):
-        return evaluate(gparams, generate(tp, walks[split], decode,
-                                          jax.random.fold_in(key, draw)))["accuracy"]
+    def accuracy_with(tp, i, split, decode, draw=5):
+        """Seed i's guide on its walks of `split`, reading tourist params `tp`."""
+        return evaluate(gparams[i], generate(tp, walks[i][split], decode,
+                                             jax.random.fold_in(keys[i], draw)))["accuracy"]
 
     loss_fn = nl_losses.tourist_pg_loss(tourist, guide, config.data.generated_len,
                                         reward=config.pg.reward)
-    params, meta = run_stage(run, config.pg, f"pg_T{T}", tparams, loss_fn, sample,
-                             lambda p: {"accuracy": accuracy_with(p, "valid", "sample", draw=6)},
-                             "accuracy", "max", jax.random.fold_in(key, 1), consts=(gparams,),
-                             hooks=hooks,
-                             epoch_size=walk_epoch_size(config, data["tables"]["train"], T))
-    result = {**stage_summary(meta), "T": T}
-    for s in maps.SPLITS:
-        result[s] = {f"{who}_{d}": accuracy_with(tp, s, d)
-                     for who, tp in (("supervised", tparams), ("policy_gradient", params))
-                     for d in language.DECODES}
-    return params, result
+    best, metas = run_stage(
+        run, config.pg, f"pg_T{T}", tparams, loss_fn, sample,
+        [lambda p, i=i: {"accuracy": accuracy_with(p, i, "valid", "sample", draw=6)}
+         for i in range(len(keys))],
+        "accuracy", "max", [jax.random.fold_in(key, 1) for key in keys], consts=(gparams,),
+        hooks=hooks, epoch_size=walk_epoch_size(config, data["tables"]["train"], T))
+    results = []
+    for i, (params, meta) in enumerate(zip(best, metas)):
+        result = {**stage_summary(meta), "T": T}
+        for s in maps.SPLITS:
+            result[s] = {f"{who}_{d}": accuracy_with(tp, i, s, d)
+                         for who, tp in (("supervised", tparams[i]), ("policy_gradient", params))
+                         for d in language.DECODES}
+        results.append(result)
+    return best, results
 
 
 def evaluate_full_task(config, data, tourist, tparams, guide, gparams, T: int, key) -> dict:
@@ -508,52 +557,69 @@ def check_config(config: ml_collections.ConfigDict) -> None:
                          f"{too_long} of generated.Ts")
 
 
-@sequential_seeds("ttw_language")   # its seeds train one after another
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                        hooks: Sequence[Callable[[int], None]] = ()) -> dict:
-    """Runs every stage (see the module docstring); returns (and writes) the results dict."""
+    """Runs every stage (see the module docstring); returns (and writes) the results dict. With
+    `num_seeds` > 1 each stage trains the seeds as one program (`ttw_jax.core.train.seeds`):
+    every seed's tourist, guides and keys are its separate run's, its results in `s<seed>/`."""
     check_config(config)
     run = Run.start(config, workdir, RESUMABLE_CHANGES,
                     batch_sizes=(config.tourist.batch_size, config.guide.batch_size,
-                                 config.generated.batch_size, config.pg.batch_size))
+                                 config.generated.batch_size, config.pg.batch_size),
+                    parallel_seeds=True)
     data = load_data(config, workdir)
-    results = {"config": config.to_dict(), "vocab_size": len(data["vocab"]),
-               "vocab_source": data["vocab_source"],
-               "dialogues": data["num_dialogues"],
-               "examples": {s: int(len(data["human"][1][s]["target"])) for s in maps.SPLITS}}
+    runs = seed_runs(run)
+    keys = lambda purpose: [r.key(purpose) for r in runs]
+    results = [{"config": r.config.to_dict(), "vocab_size": len(data["vocab"]),
+                "vocab_source": data["vocab_source"], "dialogues": data["num_dialogues"],
+                "examples": {s: int(len(data["human"][1][s]["target"])) for s in maps.SPLITS}}
+               for r in runs]
 
-    tourist, tparams, results["tourist"] = train_tourist(run, data, run.key(0), hooks)
-    results["human"] = {}
+    def put(*where, values):
+        """results[i][where...] = values[i] for each seed i."""
+        for res, value in zip(results, values):
+            functools.reduce(lambda d, k: d[k], where[:-1], res)[where[-1]] = value
+
+    def full_task(name, tps, guide, gps, T, stage_keys):
+        put("full_task", name, values=[evaluate_full_task(
+            config, data, tourist, tp, guide, gp, T, jax.random.fold_in(k, 9))
+            for tp, gp, k in zip(tps, gps, stage_keys)])
+
+    tourist, tparams, out = train_tourist(run, data, keys(0), hooks)
+    put("tourist", values=out)
+    for res in results:
+        res.update(human={}, generated={}, full_task={})
     for ctx in _ints(config.contexts):
         for masc in ((True, False) if config.compare_masc else (True,)):
-            name = f"c{ctx}_{'masc' if masc else 'nomasc'}"
-            results["human"][name] = train_human_guide(run, data, run.key(100 + 2 * ctx + masc),
-                                                       ctx, masc, hooks)
-    results["generated"], results["full_task"] = {}, {}
-    pg_params = None
+            put("human", f"c{ctx}_{'masc' if masc else 'nomasc'}",
+                values=train_human_guide(run, data, keys(100 + 2 * ctx + masc), ctx, masc, hooks))
+    pg_params = [None] * len(runs)
     for T in _ints(config.generated.Ts):
-        key = run.key(200 + T)
-        guide, gparams, walks, results["generated"][f"T{T}"] = train_generated_guide(
-            run, data, tourist, tparams, key, T, hooks)
+        guide, gparams, walks, out = train_generated_guide(run, data, tourist, tparams,
+                                                           keys(200 + T), T, hooks)
+        put("generated", f"T{T}", values=out)
         if T == config.pg.T and config.pg.num_steps > 0:
-            pg_params, results["policy_gradient"] = fine_tune_tourist(
-                run, data, tourist, tparams, guide, gparams, walks, run.key(300), T, hooks)
-            results["full_task"][f"T{T}_policy_gradient"] = evaluate_full_task(
-                config, data, tourist, pg_params, guide, gparams, T, jax.random.fold_in(key, 9))
-        results["full_task"][f"T{T}"] = evaluate_full_task(
-            config, data, tourist, tparams, guide, gparams, T, jax.random.fold_in(key, 9))
+            pg_params, out = fine_tune_tourist(run, data, tourist, tparams, guide, gparams, walks,
+                                               keys(300), T, hooks)
+            put("policy_gradient", values=out)
+            full_task(f"T{T}_policy_gradient", pg_params, guide, gparams, T, keys(200 + T))
+        full_task(f"T{T}", tparams, guide, gparams, T, keys(200 + T))
     if config.generated.human_trajectories:
-        key = run.key(400)
-        guide, gparams, results["human_trajectories"] = train_human_trajectory_guide(
-            run, data, tourist, tparams, key, hooks)
+        guide, gparams, out = train_human_trajectory_guide(run, data, tourist, tparams,
+                                                           keys(400), hooks)
+        put("human_trajectories", values=out)
         for T in _ints(config.generated.Ts):
-            results["full_task"][f"human_trajectories_T{T}"] = evaluate_full_task(
-                config, data, tourist, tparams, guide, gparams, T,
-                jax.random.fold_in(run.key(200 + T), 9))
-    samples = format_samples(config, data, tourist, tparams, pg_params, run.key(500))
-    if jax.process_index() == 0:
-        paths.write_text(run.workdir / "samples.md", samples)
-    return run.finish(results, format_results(results), run_provenance(config))
+            full_task(f"human_trajectories_T{T}", tparams, guide, gparams, T, keys(200 + T))
+
+    def report(r: Run, _, res: dict, tp, pg) -> dict:
+        samples = format_samples(r.config, data, tourist, tp, pg, r.key(500))
+        if jax.process_index() == 0:
+            paths.write_text(r.workdir / "samples.md", samples)
+        return r.finish(res, format_results(res), run_provenance(r.config))
+
+    one = (lambda xs: xs) if run.seeds else (lambda xs: xs[0])
+    return run.each_seed(report, None, one(results), one(tparams), one(pg_params),
+                         name="ttw_language")
 
 
 def _landmark_names(ids) -> str:

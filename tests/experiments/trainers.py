@@ -146,7 +146,7 @@ TRAINERS = {t.name: t for t in (
             changed=("model.features", 32, "model.features: 16 -> 32"),
             outputs=("results.json", "config.json", "metrics.jsonl", "learning_curve.png",
                      "masc_masks.png")),
-    Trainer("ttw_language", _language, (15, 30), crash_after=30 + 12 + 8,
+    Trainer("ttw_language", _language, (15, 30), crash_after=30 + 12 + 8, parallel_seeds=True,
             checkpoints_at_crash=("6",), stage="guide_generated_T1", eval_stage="tourist",
             changed=("guide.hidden", 12, "guide.hidden: 8 -> 12"),
             outputs=("results.json", "config.json", "vocab.json", "tourist/metrics.jsonl",

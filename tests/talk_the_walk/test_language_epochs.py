@@ -44,16 +44,23 @@ def test_fixed_sets_are_visited_once_an_epoch_when_counted_in_epochs():
     run = types.SimpleNamespace(mesh=mesh, replicate=lambda t: dp.replicate(t, mesh))
     arrays = {"target": np.arange(40, dtype=np.int32), "obs": np.arange(80).reshape(40, 2)}
     stage = ml_collections.ConfigDict({"batch_size": 8, "num_epochs": 2})
-    kw = nl_train.fixed_sampler(run, stage, arrays, jax.random.key(0))
-    assert kw["pass_step"] and kw["epoch_size"] == 40
+    seed_keys = [jax.random.key(0), jax.random.key(5)]         # two seeds' shuffles
+    kw = nl_train.fixed_sampler(run, stage, arrays, seed_keys)
+    assert kw["pass_step"] and kw["epoch_size"] == 40 and len(kw["sample"]) == 2
     key = jax.random.key(1)                                   # the step key: unused
-    epochs = [np.concatenate([np.asarray(kw["sample"](key, e * 5 + j)["target"])
-                              for j in range(1, 6)]) for e in range(2)]   # fit's steps 1..10
-    for seen in epochs:
-        assert sorted(seen.tolist()) == list(range(40))
-    assert not np.array_equal(epochs[0], epochs[1])
-    stage.num_epochs = 0                                       # with replacement, from the key
-    kw = nl_train.fixed_sampler(run, stage, arrays, jax.random.key(0))
+    firsts = []
+    for sample in kw["sample"]:
+        epochs = [np.concatenate([np.asarray(sample(key, e * 5 + j)["target"])
+                                  for j in range(1, 6)]) for e in range(2)]   # fit's steps 1..10
+        for seen in epochs:
+            assert sorted(seen.tolist()) == list(range(40))
+        assert not np.array_equal(epochs[0], epochs[1])
+        firsts.append(epochs[0])
+    assert not np.array_equal(*firsts)                        # each seed its own order
+    one = nl_train.fixed_sampler(run, stage, arrays, seed_keys[:1])["sample"][0]
+    np.testing.assert_array_equal(np.asarray(one(key, 1)["target"]), firsts[0][:8])
+    stage.num_epochs = 0                # with replacement, from each seed's step key: one sampler
+    kw = nl_train.fixed_sampler(run, stage, arrays, seed_keys)
     assert set(kw) == {"sample"} and isinstance(kw["sample"], dp.EpisodeSampler)
 
 
