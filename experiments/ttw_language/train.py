@@ -191,6 +191,12 @@ def seed_runs(run: Run) -> list[Run]:
     return list(run.seed_runs) if run.seeds else [run]
 
 
+def as_run_takes(run: Run, xs: list):
+    """A list over `seed_runs(run)` as `Run`'s per-seed arguments take it: the list on the seed
+    axis, its one element for one run."""
+    return xs if run.seeds else xs[0]
+
+
 def run_stage(run: Run, stage, name: str, params: list, loss_fn: Callable, sample,
               evaluate: list, metric: str, mode: str, keys: list, consts: Sequence = (),
               hooks=(), pass_step: bool = False, epoch_size: int | None = None):
@@ -201,7 +207,7 @@ def run_stage(run: Run, stage, name: str, params: list, loss_fn: Callable, sampl
     (each seed's `s<seed>/<name>`) for the stage's budget (`stage_config`: `epoch_size` examples
     an epoch when it counts epochs). Returns each seed's best params and meta, with meta's
     `steps_per_epoch` (0 for a budget in steps)."""
-    one = (lambda xs: xs) if run.seeds else (lambda xs: xs[0])
+    one = functools.partial(as_run_takes, run)
     for r in (run, *run.seed_runs):
         (r.workdir / name).mkdir(parents=True, exist_ok=True)
     fit_config = stage_config(run.config, stage, epoch_size)
@@ -617,7 +623,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
             paths.write_text(r.workdir / "samples.md", samples)
         return r.finish(res, format_results(res), run_provenance(r.config))
 
-    one = (lambda xs: xs) if run.seeds else (lambda xs: xs[0])
+    one = functools.partial(as_run_takes, run)
     return run.each_seed(report, None, one(results), one(tparams), one(pg_params),
                          name="ttw_language")
 
