@@ -22,7 +22,7 @@ import numpy as np
 from flax.training import train_state
 
 from ttw_datasets.rxr import rxr_dataset_builder as rxr_builder
-from ttw_jax.core import paths, tfds as ttw_tfds
+from ttw_jax.core import tfds as ttw_tfds
 from ttw_jax.core.env import PolicyFactory, replay_policy
 from ttw_jax.core.train import provenance as prov
 from ttw_jax.core.train.run import (EVAL, INIT, Run, check_eval, learning_rate_schedule,
@@ -91,45 +91,6 @@ def model_factory(model: RCMAgent | ValanAgent) -> PolicyFactory:
 def gold_factory(graph, consts, batch):
     """Replays the reference path's actions (a check: NE 0, SR = nDTW = 1)."""
     return replay_policy, batch["gold"]
-
-
-def prediction_files(split: str, annotators: np.ndarray,
-                     policy: str = "") -> dict[str, np.ndarray]:
-    """{file name: episode mask} of the leaderboard files of `split`'s episodes (their annotator
-    ids, `records.ANNOTATORS`): `predictions_<split>.json` (R2R's format, R2R instructions) or
-    `.jsonl` (RxR's); one file per annotator, `predictions_<split>_<annotator>.jsonl`, when
-    several annotators' paths are scored, so every file holds each instruction_id once. A `/` in
-    a split name (`r2r/val_seen`) becomes `_`; a `policy` other than the agent's (a baseline)
-    is added to the stem (`predictions_test_random_walk.json`)."""
-    stem = f"predictions_{split.replace('/', '_')}" + (
-        f"_{policy.replace('/', '-')}" if policy else "")
-    present = sorted(set(np.asarray(annotators).tolist()))
-    if present == [ANNOTATORS.index("r2r")]:
-        return {f"{stem}.json": np.ones(len(annotators), bool)}
-    if len(present) <= 1:
-        return {f"{stem}.jsonl": np.ones(len(annotators), bool)}
-    return {f"{stem}_{ANNOTATORS[a]}.jsonl": np.asarray(annotators) == a for a in present}
-
-
-def write_split_predictions(workdir: str, split: str, data: dict, per_episode: dict,
-                            policy: str = "") -> list:
-    """Writes a policy's paths on `split` as leaderboard files in `workdir`
-    (`prediction_files`); returns their names. A withheld split's file is first checked
-    against the leaderboard's format and the split's complete id set."""
-    eps = data["episodes"][split]
-    names = []
-    for name, mask in prediction_files(split, eps["annotator"], policy).items():
-        fmt = "r2r" if name.endswith(".json") else "rxr"
-        sub_eps = {k: eps[k][mask] for k in ("instruction_id", "path_id", "heading")}
-        rows = predictions.prediction_rows(per_episode["path"][mask],
-                                           per_episode["path_len"][mask], sub_eps,
-                                           data["nodes"], data["graph"], fmt)
-        if split in data["complete_ids"]:
-            predictions.check_leaderboard(rows, fmt, data["complete_ids"][split],
-                                          f"{name} ({split})")
-        predictions.write_predictions(paths.resolve(workdir) / name, rows, fmt)
-        names.append(name)
-    return names
 
 
 def check_config(config: ml_collections.ConfigDict) -> None:
@@ -269,7 +230,7 @@ def withheld_row(config, data: dict, split: str, workdir, graph, key,
         per = r2r_eval.predict_paths(run, graph, consts, eps, jax.random.fold_in(key, 1000 + i),
                                      config.eval.batch_size)
         if jax.process_index() == 0:
-            out["predictions"][name or config.model.name] = write_split_predictions(
+            out["predictions"][name or config.model.name] = predictions.write_split_predictions(
                 workdir, split, data, per, name)
     return out
 
@@ -346,7 +307,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                                    languages, per_annotator)
             out = {k: v for k, v in ev.items() if k != "episodes"}
             if write_files and jax.process_index() == 0:
-                out["predictions"] = write_split_predictions(r.workdir, split, data,
+                out["predictions"] = predictions.write_split_predictions(r.workdir, split, data,
                                                              ev["episodes"])
             return out
         return evaluate

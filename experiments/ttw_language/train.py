@@ -28,13 +28,11 @@ walks and full task, landmarks seen only facing away from the intersection).
 from __future__ import annotations
 
 import functools
-import os
 from typing import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 import ml_collections
-import numpy as np
 from flax.training import train_state
 
 from ttw_datasets.talk_the_walk.talk_the_walk_dataset_builder import Builder as TalkTheWalk
@@ -43,88 +41,18 @@ from ttw_jax.core.chunks import map_in_chunks
 from ttw_jax.core.train import data_parallel as dp, provenance, seeds as seeds_lib
 from ttw_jax.core.train.epochs import steps_per_epoch
 from ttw_jax.core.train.run import Run, evaluate_best, make_optimizer, optim_config
-from ttw_jax.core.train.precision import with_dtype
-from ttw_jax.core.vocab import Vocabulary
-from ttw_jax.talk_the_walk import env as grid, maps, walks as localization
-from ttw_jax.talk_the_walk.language import (dataset as ttw_language_data, dialogues as td,
-                                            evaluation as language, losses as nl_losses,
-                                            release_dict)
-from ttw_jax.talk_the_walk.language.guide import ACTION_CHAINS, MASK_HEADS, T_INPUTS, NLGuide
-from ttw_jax.talk_the_walk.language.tourist import NLTourist
+from ttw_jax.talk_the_walk import maps, walks as localization
+from ttw_jax.talk_the_walk.language import (dialogues as td, evaluation as language,
+                                            losses as nl_losses)
+from ttw_jax.talk_the_walk.language.guide import ACTION_CHAINS, MASK_HEADS, T_INPUTS
+from ttw_jax.talk_the_walk.language.models import build_guide, build_tourist, init_guide
+from ttw_jax.talk_the_walk.language.report import format_results, format_samples
+from ttw_jax.talk_the_walk.language.training_data import (
+    HUMAN_KEYS, VOCABS, human_trajectories, ints, load_data, take, walk_epoch_size, walk_kwargs,
+    walk_sets)
 
 RESUMABLE_CHANGES = ("patience", "eval.batch_size", "eval.beam_sizes", "eval.num_samples",
                      "full_task.", "data.tfds_dir", "data.manual_dir")
-HUMAN_KEYS = ("obs", "actions", "num_moves", "utterance", "utterance_len", "message",
-              "message_len", "landmarks", "target")
-VOCABS = ("ours", "released")
-
-
-def _ints(spec) -> list[int]:
-    return [int(s) for s in str(spec).split(",") if s.strip()]
-
-
-def load_data(config: ml_collections.ConfigDict, workdir: str) -> dict:
-    """Vocabulary, window tables per split and padded human examples per context size."""
-    d = config.data
-    dialogues, nmaps = ttw_language_data.load_dialogues(d.tfds_config, d.tfds_dir or None,
-                                                        d.manual_dir or None)
-    vocab_path = paths.resolve(workdir) / "vocab.json"
-    source = vocab_source(config)
-    if vocab_path.exists():
-        vocab = Vocabulary.load(vocab_path)
-    else:
-        vocab = build_vocab(config, dialogues, source)
-        if jax.process_index() == 0:
-            vocab.save(vocab_path)
-    tokenizer = release_dict.split_tokenize if d.vocab == "released" else td.tokenize
-    tables = {s: maps.windows(list(nmaps.values()), s).landmarks for s in maps.SPLITS}
-    empty = [s for s in maps.SPLITS if not dialogues[s] or not len(tables[s])]
-    if empty:
-        raise ValueError(f"talk_the_walk/{d.tfds_config} has no dialogues or windows in split(s) "
-                         f"{empty}; every experiment stage trains on train and selects on valid")
-    human, examples = {}, {}
-    for ctx in sorted(set(_ints(config.contexts)) | {1}):
-        examples[ctx] = {s: td.utterance_examples(
-            dialogues[s], context=ctx, drop_short_context=d.drop_short_context,
-            blocked_forward=d.blocked_forward, orientation_aware=d.orientation_aware)
-            for s in maps.SPLITS}
-        human[ctx] = {s: td.encode_examples(examples[ctx][s], nmaps, vocab, d.max_moves,
-                                            d.utterance_len, d.message_len, d.orientation_aware,
-                                            tokenizer)
-                      for s in maps.SPLITS}
-    return {"vocab": vocab, "vocab_source": source, "tables": tables, "human": human,
-            "examples": examples[1], "num_dialogues": {s: len(v) for s, v in dialogues.items()}}
-
-
-def vocab_source(config: ml_collections.ConfigDict) -> str:
-    """Where the vocabulary comes from (`data.vocab`): "train utterances" (ours), the release's
-    `dict.txt` (its path, when `data.tfds_config=real` and the release folder has one), "built as
-    ttw/dict.py" from the release's dialogue files (`real` without it), or "built as ttw/dict.py
-    from <config> dialogues" (a synthetic config's train, valid and test dialogues)."""
-    d = config.data
-    if d.vocab != "released":
-        return "train utterances"
-    if d.tfds_config == "real":
-        path = os.path.join(d.manual_dir, release_dict.DICT_FILE)
-        return path if paths.isfile(path) else f"built as ttw/dict.py from {d.manual_dir}"
-    return f"built as ttw/dict.py from {d.tfds_config} dialogues"
-
-
-def build_vocab(config: ml_collections.ConfigDict, dialogues: dict, source: str) -> Vocabulary:
-    """The vocabulary of `data.vocab` from `source` (`vocab_source`): ours (both speakers' train
-    utterances, words seen `data.min_count` times), or the release's dictionary with
-    `min_freq = data.min_count`, read from its `dict.txt` or counted as ttw/dict.py counts (over
-    the release's files as they are, or a synthetic config's train, valid and test)."""
-    d = config.data
-    if d.vocab != "released":
-        return td.build_vocab(td.dialogue_texts(dialogues["train"]), min_count=d.min_count)
-    if source.endswith(release_dict.DICT_FILE):
-        counts = release_dict.read_dict(source)
-    elif d.tfds_config == "real":
-        counts = release_dict.build_dict_file(d.manual_dir)
-    else:
-        counts = release_dict.count_words([dialogues[s] for s in maps.SPLITS])
-    return release_dict.released_vocab(counts, d.min_count)
 
 
 def run_provenance(config: ml_collections.ConfigDict) -> dict:
@@ -157,14 +85,6 @@ def stage_config(config: ml_collections.ConfigDict, stage: ml_collections.Config
         out.update(num_steps=stage.num_epochs * per_epoch, eval_every=per_epoch,
                    patience=stage.num_epochs + 1, steps_per_epoch=per_epoch)
     return out
-
-
-def walk_epoch_size(config, table, T: int) -> int:
-    """An epoch of a random-walk stage: as many walks as the 2018 release's `TalkTheWalkEmergent`
-    enumerates, every (train window, start corner and, aware, orientation, action sequence) of
-    length T once (ours draws fresh walks at every step instead)."""
-    return localization.enumeration_size(T, bool(config.data.orientation_aware),
-                                         num_windows=len(table))[0]
 
 
 def fixed_sampler(run: Run, stage, arrays, keys: list) -> dict:
@@ -240,45 +160,12 @@ def stage_summary(meta: dict) -> dict:
     return out
 
 
-def build_tourist(config, vocab_size: int) -> NLTourist:
-    t = config.tourist
-    if config.data.orientation_aware:
-        num_actions = grid.NUM_ACTIONS   # the env's ids: TURNLEFT / TURNRIGHT / FORWARD are 4..6
-    else:
-        num_actions = td.NUM_MOVE_IDS if config.data.blocked_forward == "stay" else td.STAY
-    return with_dtype(NLTourist(
-        vocab_size=vocab_size, num_landmark_ids=maps.NUM_LANDMARK_IDS, embed=t.embed,
-        hidden=t.hidden, num_actions=num_actions, decoder_hidden=t.decoder_hidden,
-        context_features=t.context_features), config.dtype)
-
-
-def build_guide(config, vocab_size: int, masc: bool, generated: bool = False) -> NLGuide:
-    """A human-utterance guide (T_max = guide.T_max), or with `generated` one that reads the
-    tourist's utterances (generated.T_max)."""
-    g = config.guide
-    return with_dtype(NLGuide(
-        vocab_size=vocab_size, num_landmark_ids=maps.NUM_LANDMARK_IDS,
-        T_max=config.generated.T_max if generated else g.T_max, embed=g.embed, hidden=g.hidden,
-        features=g.features, masc=masc, key_projection=g.key_projection,
-        action_chain=g.action_chain, mask_head=g.mask_head, T_input=g.T_input,
-        obs_projection=g.obs_projection), config.dtype)
-
-
-def walk_kwargs(config) -> dict:
-    """The random walks' label and tourist (`walks.sample_batch`, `run_full_task`)."""
-    return {"label": config.data.label, "orientation_aware": bool(config.data.orientation_aware)}
-
-
-def _take(arrays: dict, keys) -> dict:
-    return {k: arrays[k] for k in keys if k in arrays}
-
-
 def train_tourist(run: Run, data, keys: list, hooks):
     """The tourist of each seed (`keys`: each seed's stage key): (model, [params], [results])."""
     config = run.config
     vocab_size = len(data["vocab"])
     model = build_tourist(config, vocab_size)
-    train = _take(data["human"][1]["train"], HUMAN_KEYS)
+    train = take(data["human"][1]["train"], HUMAN_KEYS)
     ex = jax.tree_util.tree_map(lambda x: jnp.asarray(x[:2]), train)
     inputs = jnp.zeros_like(ex["utterance"])
     params = [model.init(jax.random.fold_in(k, 0), ex["obs"], ex["actions"], ex["num_moves"],
@@ -304,30 +191,6 @@ def train_tourist(run: Run, data, keys: list, hooks):
                          for p, m in zip(best, metas)]
 
 
-def make_guide_evaluator(guide, batch_size: int, predict_T: bool):
-    """evaluate(params, examples) -> {accuracy, expected_T} over host examples (message,
-    message_len, landmarks, target and, unless `predict_T`, T); expected_T is the mean over
-    examples of E[T] under the guide's T head."""
-    @jax.jit
-    def stats(params, batch):
-        return language.guide_stats(guide, params, batch, None if predict_T else batch["T"])
-
-    def evaluate(params, examples) -> dict:
-        out = map_in_chunks(lambda b, _: stats(params, b), examples,
-                            ("message", "message_len", "landmarks", "target", "T"), batch_size,
-                            jax.random.key(0))
-        return {"accuracy": language.accuracy(out["correct"]),
-                "expected_T": float(out["expected_T"].mean())}
-
-    return evaluate
-
-
-def init_guide(guide, key, message_len: int, k: int):
-    b = 2
-    return guide.init(key, jnp.zeros((b, message_len), jnp.int32), jnp.ones((b,), jnp.int32),
-                      jnp.zeros((b, maps.WINDOW, maps.WINDOW, k), jnp.int32))["params"]
-
-
 def train_human_guide(run: Run, data, keys: list, ctx: int, masc: bool, hooks) -> list:
     """Each seed's human-utterance guide (`keys`: each seed's stage key); [results]."""
     config = run.config
@@ -337,13 +200,13 @@ def train_human_guide(run: Run, data, keys: list, ctx: int, masc: bool, hooks) -
     params = [init_guide(guide, k, sets["train"]["message"].shape[1],
                          sets["train"]["landmarks"].shape[-1]) for k in keys]
     loss_fn = nl_losses.guide_loss(guide.apply, "predict")
-    evaluate = make_guide_evaluator(guide, config.eval.batch_size, predict_T=True)
+    evaluate = language.make_guide_evaluator(guide, config.eval.batch_size, predict_T=True)
     name = f"guide_human_c{ctx}_{'masc' if masc else 'nomasc'}"
     best, metas = run_stage(
         run, config.guide, name, params, loss_fn,
         evaluate=[lambda p: evaluate(p, sets["valid"])] * len(keys), metric="accuracy",
         mode="max", keys=[jax.random.fold_in(k, 1) for k in keys], hooks=hooks,
-        **fixed_sampler(run, config.guide, _take(sets["train"], fields),
+        **fixed_sampler(run, config.guide, take(sets["train"], fields),
                         [jax.random.fold_in(k, 2) for k in keys]))
     out = []
     for p, meta in zip(best, metas):
@@ -352,47 +215,6 @@ def train_human_guide(run: Run, data, keys: list, ctx: int, masc: bool, hooks) -
         out.append({**stage_summary(meta), **{s: r["accuracy"] for s, r in per_split.items()},
                     "expected_T": {s: r["expected_T"] for s, r in per_split.items()}})
     return out
-
-
-def walk_sets(config, data, T: int, key) -> dict:
-    """Fixed random-walk evaluation sets per split: `config.eval.num_walks` T-move walks."""
-    out = {}
-    for i, s in enumerate(maps.SPLITS):
-        walks = localization.sample_batch(jax.random.fold_in(key, i), jnp.asarray(data["tables"][s]),
-                                          config.eval.num_walks, T, **walk_kwargs(config))
-        out[s] = jax.device_get(walks)
-    return out
-
-
-@functools.partial(jax.jit, static_argnames=("tourist", "decode", "max_len", "beam_size"))
-def _generated_batch(tourist, tp, batch, key, decode, max_len, beam_size):
-    return language.generated_batch(tourist, tp, batch, key, decode, max_len, beam_size)
-
-
-def make_generator(config, tourist):
-    """generate(tourist_params, walks, decode, key, beam_size=eval.beam_size) -> host guide
-    inputs for host `walks` (random walks, or human trajectories with num_moves and T), decoded
-    in chunks; one compiled program per decoding mode and beam size."""
-    def generate(tp, walks: dict, decode: str, key, beam_size: int | None = None) -> dict:
-        beam_size = config.eval.beam_size if beam_size is None else beam_size
-        gen = lambda b, k: _generated_batch(tourist, tp, b, k, decode, config.data.generated_len,
-                                            beam_size)
-        return map_in_chunks(gen, walks,
-                             ("obs", "actions", "num_moves", "T", "landmarks", "target"),
-                             config.eval.batch_size, key)
-
-    return generate
-
-
-def evaluate_generated(config, evaluate, generate, gparams, tparams, walks: dict, key) -> dict:
-    """{split: {decode: accuracy}} of a generated-utterance guide on `walks` per split, and
-    `beam_sizes`: {split: {beam size: accuracy}} for each of `eval.beam_sizes` (Table 12)."""
-    result = {s: {d: evaluate(gparams, generate(tparams, walks[s], d, key))["accuracy"]
-                  for d in language.DECODES} for s in maps.SPLITS}
-    result["beam_sizes"] = {s: {str(k): evaluate(gparams, generate(
-        tparams, walks[s], "beam", key, beam_size=k))["accuracy"]
-        for k in _ints(config.eval.beam_sizes)} for s in maps.SPLITS}
-    return result
 
 
 def train_generated_guide(run: Run, data, tourist, tparams: list, keys: list, T: int, hooks):
@@ -421,8 +243,9 @@ def train_generated_guide(run: Run, data, tourist, tparams: list, keys: list, T:
             make_batch(k_step, train_table, device_tp), dp.batch_sharded(mesh))
 
     walks = [walk_sets(config, data, T, jax.random.fold_in(key, 2)) for key in keys]
-    evaluate = make_guide_evaluator(guide, config.eval.batch_size, predict_T=False)
-    generate = make_generator(config, tourist)
+    evaluate = language.make_guide_evaluator(guide, config.eval.batch_size, predict_T=False)
+    generate = language.make_generator(tourist, config.data.generated_len,
+                                       config.eval.batch_size, config.eval.beam_size)
     valid = [generate(tp, w["valid"], decode, jax.random.fold_in(key, 3))
              for tp, w, key in zip(tparams, walks, keys)]
     loss_fn = nl_losses.guide_loss(guide.apply, "fixed")
@@ -433,20 +256,11 @@ def train_generated_guide(run: Run, data, tourist, tparams: list, keys: list, T:
         "accuracy", "max", [jax.random.fold_in(key, 1) for key in keys], hooks=hooks,
         epoch_size=walk_epoch_size(config, data["tables"]["train"], T))
     results = [{**stage_summary(m),
-                **evaluate_generated(config, evaluate, generate, p, tp, w,
-                                     jax.random.fold_in(key, 4))}
+                **language.evaluate_generated(evaluate, generate, p, tp, w,
+                                              jax.random.fold_in(key, 4),
+                                              ints(config.eval.beam_sizes))}
                for p, m, tp, w, key in zip(best, metas, tparams, walks, keys)]
     return guide, best, walks, results
-
-
-def human_trajectories(config, data) -> dict:
-    """{split: the one-utterance human examples' trajectories} as tourist / guide inputs, the
-    guide reading T = min(moves, generated.T_max) steps; the target is the tourist's corner when
-    it spoke, whatever `data.label` (the released TalkTheWalkLanguage)."""
-    keys = ("obs", "actions", "num_moves", "landmarks", "target")
-    return {s: {**_take(data["human"][1][s], keys),
-                "T": np.minimum(data["human"][1][s]["num_moves"], config.generated.T_max)}
-            for s in maps.SPLITS}
 
 
 def train_human_trajectory_guide(run: Run, data, tourist, tparams: list, keys: list, hooks):
@@ -460,11 +274,12 @@ def train_human_trajectory_guide(run: Run, data, tourist, tparams: list, keys: l
     params = [init_guide(guide, jax.random.fold_in(key, 0), config.data.generated_len + 1, k)
               for key in keys]
     walks = human_trajectories(config, data)
-    generate = make_generator(config, tourist)
+    generate = language.make_generator(tourist, config.data.generated_len,
+                                       config.eval.batch_size, config.eval.beam_size)
     decode = config.generated.decode
     cached = [{s: generate(tp, walks[s], decode, jax.random.fold_in(key, 3))
                for s in ("train", "valid")} for tp, key in zip(tparams, keys)]
-    evaluate = make_guide_evaluator(guide, config.eval.batch_size, predict_T=False)
+    evaluate = language.make_guide_evaluator(guide, config.eval.batch_size, predict_T=False)
     loss_fn = nl_losses.guide_loss(guide.apply, "fixed")
     best, metas = run_stage(
         run, config.generated, "guide_human_trajectories", params, loss_fn,
@@ -474,8 +289,9 @@ def train_human_trajectory_guide(run: Run, data, tourist, tparams: list, keys: l
         hooks=hooks, **fixed_sampler(run, config.generated, [c["train"] for c in cached],
                                      [jax.random.fold_in(key, 2) for key in keys]))
     results = [{**stage_summary(m), "decode": decode,
-                **evaluate_generated(config, evaluate, generate, p, tp, walks,
-                                     jax.random.fold_in(key, 4))}
+                **language.evaluate_generated(evaluate, generate, p, tp, walks,
+                                              jax.random.fold_in(key, 4),
+                                              ints(config.eval.beam_sizes))}
                for p, m, tp, key in zip(best, metas, tparams, keys)]
     return guide, best, results
 
@@ -498,8 +314,9 @@ def fine_tune_tourist(run: Run, data, tourist, tparams: list, guide, gparams: li
 
     sample = lambda k_step: jax.lax.with_sharding_constraint(make_walks(k_step, train_table),
                                                              dp.batch_sharded(mesh))
-    evaluate = make_guide_evaluator(guide, config.eval.batch_size, predict_T=False)
-    generate = make_generator(config, tourist)
+    evaluate = language.make_guide_evaluator(guide, config.eval.batch_size, predict_T=False)
+    generate = language.make_generator(tourist, config.data.generated_len,
+                                       config.eval.batch_size, config.eval.beam_size)
 
     def accuracy_with(tp, i, split, decode, draw=5):
         """Seed i's guide on its walks of `split`, reading tourist params `tp`."""
@@ -557,7 +374,7 @@ def check_config(config: ml_collections.ConfigDict) -> None:
                  if d.tfds_config == "real" else "<nbh>/map.json or <nbh>_map.json")
         raise ValueError(f"data.tfds_config={d.tfds_config!r} reads {files} from "
                          f"data.manual_dir, which is empty. {td.SOURCE_HINT}")
-    too_long = [T for T in _ints(config.generated.Ts) if T > config.generated.T_max]
+    too_long = [T for T in ints(config.generated.Ts) if T > config.generated.T_max]
     if too_long:
         raise ValueError(f"generated.T_max = {config.generated.T_max} is below the walk length(s) "
                          f"{too_long} of generated.Ts")
@@ -595,12 +412,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     put("tourist", values=out)
     for res in results:
         res.update(human={}, generated={}, full_task={})
-    for ctx in _ints(config.contexts):
+    for ctx in ints(config.contexts):
         for masc in ((True, False) if config.compare_masc else (True,)):
             put("human", f"c{ctx}_{'masc' if masc else 'nomasc'}",
                 values=train_human_guide(run, data, keys(100 + 2 * ctx + masc), ctx, masc, hooks))
     pg_params = [None] * len(runs)
-    for T in _ints(config.generated.Ts):
+    for T in ints(config.generated.Ts):
         guide, gparams, walks, out = train_generated_guide(run, data, tourist, tparams,
                                                            keys(200 + T), T, hooks)
         put("generated", f"T{T}", values=out)
@@ -614,7 +431,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         guide, gparams, out = train_human_trajectory_guide(run, data, tourist, tparams,
                                                            keys(400), hooks)
         put("human_trajectories", values=out)
-        for T in _ints(config.generated.Ts):
+        for T in ints(config.generated.Ts):
             full_task(f"human_trajectories_T{T}", tparams, guide, gparams, T, keys(200 + T))
 
     def report(r: Run, _, res: dict, tp, pg) -> dict:
@@ -627,83 +444,3 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     return run.each_seed(report, None, one(results), one(tparams), one(pg_params),
                          name="ttw_language")
 
-
-def _landmark_names(ids) -> str:
-    return "(" + ", ".join(maps.LANDMARK_TYPES[i] for i in ids if i != maps.PAD_ID) + ")"
-
-
-def format_samples(config, data, tourist, tparams, pg_params, key) -> str:
-    """Table 16 as markdown: for up to `eval.num_samples` test examples with T moves (each T of
-    `generated.Ts`), the observed landmarks, the moves, the human utterance and the tourist's
-    greedy / sampled / beam-search utterances (and the policy-gradient tourist's when it was
-    trained)."""
-    vocab, generate = data["vocab"], make_generator(config, tourist)
-    move_names = td.move_names(config.data.orientation_aware)
-    walks = human_trajectories(config, data)["test"]
-    examples = data["examples"]["test"]
-    tourists = [("supervised", tparams)] + ([("policy gradient", pg_params)]
-                                            if pg_params is not None else [])
-    lines = ["# Tourist samples (Table 16)", "",
-             f"Test examples of `{config.data.tfds_config}`; the tourist describes its corners "
-             f"and moves since its previous utterance (the last {config.data.max_moves} moves "
-             f"kept); beam size {config.eval.beam_size}.", ""]
-    for T in _ints(config.generated.Ts):
-        idx = np.flatnonzero(walks["num_moves"] == T)[:config.eval.num_samples]
-        lines += [f"## T = {T}", ""]
-        if not len(idx):
-            lines += [f"No test example with {T} moves.", ""]
-            continue
-        sub = {k: v[idx] for k, v in walks.items()}
-        rows = {}
-        for who, tp in tourists:
-            for d in language.DECODES:
-                out = generate(tp, sub, d, jax.random.fold_in(key, T))
-                rows[f"{who} {d}"] = [td.decode(vocab, out["message"][i, 1:out["message_len"][i]])
-                                      for i in range(len(idx))]
-        for j, i in enumerate(idx):
-            n = int(walks["num_moves"][i])
-            lines += ["| | utterance |", "|---|---|",
-                      "| observations | " + " ".join(_landmark_names(o)
-                                                     for o in walks["obs"][i, :n + 1]) + " |",
-                      "| moves | " + (", ".join(move_names[a] for a in walks["actions"][i, :n])
-                                      or "-") + " |",
-                      f"| human | {examples[i]['utterance']} |"]
-            lines += [f"| {name} | {utts[j] or '(empty)'} |" for name, utts in rows.items()]
-            lines.append("")
-    return "\n".join(lines)
-
-
-def format_results(results: dict) -> str:
-    source = f" ({results['vocab_source']})" if results.get("vocab_source") else ""
-    lines = [f"vocabulary {results['vocab_size']} words{source}; examples "
-             + " / ".join(f"{results['examples'][s]}" for s in maps.SPLITS) + " (train/valid/test)",
-             f"tourist: valid token CE {results['tourist']['valid']['ce']:.3f}, "
-             f"token accuracy {results['tourist']['valid']['token_accuracy']:.3f}",
-             "localization accuracy (train / valid / test):"]
-    for name, r in results["human"].items():
-        lines.append(f"  human utterances {name:<12} "
-                     + " / ".join(f"{r[s]:.3f}" for s in maps.SPLITS)
-                     + f"   E[T] {r['expected_T']['test']:.2f} (test)")
-    generated = dict(results["generated"])
-    if "human_trajectories" in results:
-        generated["human trajectories"] = results["human_trajectories"]
-    for name, r in generated.items():
-        for d in language.DECODES:
-            lines.append(f"  generated {name} {d:<7}        "
-                         + " / ".join(f"{r[s][d]:.3f}" for s in maps.SPLITS))
-    if "policy_gradient" in results:
-        r = results["policy_gradient"]
-        for d in language.DECODES:
-            lines.append(f"  T{r['T']} {d:<7} supervised -> policy gradient: "
-                         + " / ".join(f"{r[s]['supervised_' + d]:.3f} -> "
-                                      f"{r[s]['policy_gradient_' + d]:.3f}" for s in maps.SPLITS))
-    lines.append("beam size -> localization accuracy (train / valid / test):")
-    for name, r in generated.items():
-        for k in r["beam_sizes"]["test"]:
-            lines.append(f"  generated {name} beam {k:<3} "
-                         + " / ".join(f"{r['beam_sizes'][s][k]:.3f}" for s in maps.SPLITS))
-    for name, splits in results["full_task"].items():
-        for s, r in splits.items():
-            lines.append(f"full task {name} ({s}): success {r['success_rate']:.3f}, "
-                         f"mean steps {r['mean_steps_ended']:.1f}")
-    return "\n".join(lines)

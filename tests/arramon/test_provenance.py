@@ -13,7 +13,8 @@ import pytest
 from experiments.arramon import score, train
 from experiments.arramon.configs import default
 from tests.conftest import xla_optimizations
-from ttw_jax.arramon import episodes as ae, evaluation as arr_eval, predictions, synthetic as syn
+from ttw_jax.arramon import (episodes as ae, evaluation as arr_eval, predictions, report,
+                             synthetic as syn)
 from ttw_jax.arramon.synthetic_features import write_features
 from ttw_jax.core.records import RecordFormatError
 from ttw_jax.core.train import provenance
@@ -191,7 +192,7 @@ def test_a_release_run_with_the_flag_says_synthetic_perception_and_only_predicts
     assert prov["perception"] == {"kind": "synthetic", "seed": c.seed,
                                   "width": train.SYMBOLIC_WIDTH}
     assert "synthetic perception" in provenance.tags(prov)
-    assert prov["protocol"] == train.RECONSTRUCTED_MAP
+    assert prov["protocol"] == report.RECONSTRUCTED_MAP
     assert prov["config_hash"] == provenance.config_hash(c)
     assert prov["code"]["version"] and isinstance(prov["code"].get("modified", False), bool)
     assert prov["device"]["platform"] == "cpu" and prov["device"]["count"] == c.num_devices == 1

@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import shared_path
 from tests.experiments.trainers import TRAINERS
 from ttw_datasets.rxr.rxr_dataset_builder import SYNTHETIC_TRAIN_SCANS, SYNTHETIC_UNSEEN_SCANS
-from ttw_jax.rxr import records as rr
+from ttw_jax.rxr import predictions, records as rr
 from ttw_jax.rxr.graph import load_matterport_graph
 from ttw_jax.rxr.release import write_release
 from ttw_jax.rxr.synthetic import synthetic_split_records
@@ -123,9 +123,8 @@ def test_trainer_runs_on_the_release_and_scores_guides_only(release, tmp_path):
     assert sorted(set(both["annotator"])) == [0, 1]
     per = {"path": both["path"].copy(), "path_len": both["path_len"].copy()}
     per["path_len"][::2] = 1                          # some predictions stop at the start
-    names = train.write_split_predictions(str(tmp_path / "b"), "val_seen", data, per)
+    names = predictions.write_split_predictions(str(tmp_path / "b"), "val_seen", data, per)
     assert names == ["predictions_val_seen_guide.jsonl", "predictions_val_seen_follower.jsonl"]
-    from ttw_jax.rxr import predictions
     from ttw_jax.rxr.metrics import path_metrics
     for name, who in zip(names, ("guide", "follower")):
         mask = both["annotator"] == rr.ANNOTATORS.index(who)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from experiments.ttw_language import train as nl_train
+from ttw_jax.talk_the_walk.language import training_data as nl_data
 from experiments.ttw_language.configs import default as nl_default
 from ttw_jax.core.train import data_parallel as dp
 
@@ -33,10 +34,10 @@ def test_epochs_resolve_to_steps_one_validation_an_epoch_and_no_early_stop():
 def test_an_epoch_of_random_walks_is_the_2018_enumeration():
     c = nl_default.get_config()
     table = np.zeros((5, 4, 4, 2), np.int32)
-    assert nl_train.walk_epoch_size(c, table, 2) == 5 * 16 * 4 ** 2
-    assert nl_train.walk_epoch_size(c, table, 0) == 5 * 16
+    assert nl_data.walk_epoch_size(c, table, 2) == 5 * 16 * 4 ** 2
+    assert nl_data.walk_epoch_size(c, table, 0) == 5 * 16
     c.data.orientation_aware = True                            # 4 orientations, 3 actions
-    assert nl_train.walk_epoch_size(c, table, 1) == 5 * 16 * 4 * 3
+    assert nl_data.walk_epoch_size(c, table, 1) == 5 * 16 * 4 * 3
 
 
 def test_fixed_sets_are_visited_once_an_epoch_when_counted_in_epochs():

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 from experiments.ttw_language import train as nl_train
+from ttw_jax.talk_the_walk.language import models as nl_models
+from ttw_jax.talk_the_walk.language import report as nl_report
 from experiments.ttw_language.configs import default as nl_default
 from ttw_jax.talk_the_walk import maps
 from ttw_jax.talk_the_walk.language import dialogues as td, evaluation as language
@@ -236,11 +238,11 @@ def test_defaults_are_the_released_choices_and_options_reach_the_models():
         False, "separate", "shared")
     assert c.data.drop_short_context is True and c.data.blocked_forward == "stay"
     assert c.eval.beam_sizes == "1,2,4,8"
-    assert nl_train.build_tourist(c, V).num_actions == 5
+    assert nl_models.build_tourist(c, V).num_actions == 5
     c.data.blocked_forward = "move"
     c.guide.key_projection, c.guide.action_chain, c.guide.mask_head = True, "shared", "per_step"
-    assert nl_train.build_tourist(c, V).num_actions == 4
-    g = nl_train.build_guide(c, V, True)
+    assert nl_models.build_tourist(c, V).num_actions == 4
+    g = nl_models.build_guide(c, V, True)
     assert (g.key_projection, g.action_chain, g.mask_head) == (True, "shared", "per_step")
 
 
@@ -270,6 +272,6 @@ def test_format_results_shows_E_T_and_beam_sizes():
            "generated": {"T0": {**split({d: 0.5 for d in language.DECODES}),
                                 "beam_sizes": split({"1": 0.4, "8": 0.3})}},
            "full_task": {}}
-    text = nl_train.format_results(res)
+    text = nl_report.format_results(res)
     assert "E[T] 1.23 (test)" in text
     assert "generated T0 beam 8   0.300 / 0.300 / 0.300" in text

@@ -6,9 +6,9 @@ import json
 import ml_collections
 import pytest
 
-from experiments.ttw_language import train as nl_train
 from experiments.ttw_language.configs import default as nl_default
 from ttw_jax.talk_the_walk.language import dialogues as td, release_dict as rd
+from ttw_jax.talk_the_walk.language import training_data as nl_data
 
 T, G = "Tourist", "Guide"
 
@@ -89,19 +89,19 @@ def test_the_trainer_reads_dict_txt_or_builds_it(tmp_path):
         (tmp_path / name).mkdir()
     built = write_release(tmp_path / "built")
     c = released(built)
-    source = nl_train.vocab_source(c)
+    source = nl_data.vocab_source(c)
     assert source == f"built as ttw/dict.py from {built}"
-    assert nl_train.build_vocab(c, RELEASE, source).words[6:] == ("a", ".", "bank")
+    assert nl_data.build_vocab(c, RELEASE, source).words[6:] == ("a", ".", "bank")
     shipped = write_release(tmp_path / "shipped", "bar\t9\nhere\t1\n")
     c = released(shipped)
-    source = nl_train.vocab_source(c)
+    source = nl_data.vocab_source(c)
     assert source == str(tmp_path / "shipped" / rd.DICT_FILE)
-    assert nl_train.build_vocab(c, RELEASE, source).words[6:] == ("bar",)
+    assert nl_data.build_vocab(c, RELEASE, source).words[6:] == ("bar",)
     # Synthetic dialogues: counted as ttw/dict.py would count them, over the three splits.
     c = released("", "synthetic")
-    source = nl_train.vocab_source(c)
+    source = nl_data.vocab_source(c)
     assert source == "built as ttw/dict.py from synthetic dialogues"
-    assert nl_train.build_vocab(c, RELEASE, source).words[6:] == ("a", ".", "bank")
+    assert nl_data.build_vocab(c, RELEASE, source).words[6:] == ("a", ".", "bank")
     c.data.vocab = "ours"   # both speakers' train utterances, `tokenize`: 'bank' 3 times
-    assert nl_train.vocab_source(c) == "train utterances"
-    assert nl_train.build_vocab(c, RELEASE, "train utterances").words[6:] == ("a", "bank")
+    assert nl_data.vocab_source(c) == "train utterances"
+    assert nl_data.build_vocab(c, RELEASE, "train utterances").words[6:] == ("a", "bank")

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from experiments.ttw_language import train as nl_train
+from ttw_jax.talk_the_walk.language import training_data as nl_data
+from ttw_jax.talk_the_walk.language import models as nl_models
 from experiments.ttw_language.configs import default as nl_default, paper as nl_paper
 from tests.conftest import xla_optimizations
 from tests.experiments.trainers import TRAINERS
@@ -82,9 +84,9 @@ def test_paper_config_needs_the_release(tmp_path):
 
 def test_paper_sizes_reach_the_models():
     c = nl_paper.get_config()
-    human, generated = (nl_train.build_guide(c, V, True, generated=g) for g in (False, True))
+    human, generated = (nl_models.build_guide(c, V, True, generated=g) for g in (False, True))
     assert (human.T_max, generated.T_max) == (2, 3)
-    g = shapes(jax.eval_shape(lambda k: nl_train.init_guide(human, k, 7, 3), jax.random.key(0)))
+    g = shapes(jax.eval_shape(lambda k: nl_models.init_guide(human, k, 7, 3), jax.random.key(0)))
     assert g["['word_emb']['embedding']"] == (V, 128)
     assert g["['encoder']['forward_rnn']['cell']['ii']['kernel']"] == (128, 128)
     assert g["['encoder']['backward_rnn']['cell']['hi']['kernel']"] == (128, 128)
@@ -92,7 +94,7 @@ def test_paper_sizes_reach_the_models():
     assert g["['map_emb']['Embed_0']['embedding']"] == (maps.NUM_LANDMARK_IDS, 256)
     assert g["['conv']['kernel']"] == (9, 256, 256)
     assert not [k for k in g if "obs_proj" in k]
-    tourist = nl_train.build_tourist(c, V)
+    tourist = nl_models.build_tourist(c, V)
     obs, act = jnp.ones((2, 3, 3), jnp.int32), jnp.zeros((2, 2), jnp.int32)
     t = shapes(jax.eval_shape(lambda k: tourist.init(k, obs, act, jnp.array([2, 2]),
                                                      jnp.ones((2, 4), jnp.int32)),
@@ -114,10 +116,10 @@ def test_default_config_keeps_this_projects_choices():
     assert (c.tourist.decoder_hidden, c.tourist.context_features) == (0, 0)
     assert c.generated.T_max == c.guide.T_max == 3
     assert (c.data.label, c.data.orientation_aware) == ("final", False)
-    tourist = nl_train.build_tourist(c, V)
+    tourist = nl_models.build_tourist(c, V)
     assert (tourist.decoder_size, tourist.context_features) == (c.tourist.hidden, 0)
     c.data.orientation_aware = True
-    assert nl_train.build_tourist(c, V).num_actions == grid.NUM_ACTIONS == 7
+    assert nl_models.build_tourist(c, V).num_actions == grid.NUM_ACTIONS == 7
 
 
 @pytest.mark.parametrize("key,value,match", [
@@ -306,7 +308,7 @@ def test_start_label_aware_tourist_and_released_options_run_end_to_end(tfds_dir,
                                  "guide.T_max": 2, "guide.T_input": "last_token",
                                  "guide.obs_projection": False, "guide.features": 16,
                                  "tourist.decoder_hidden": 24, "tourist.context_features": 8})
-    data = nl_train.load_data(c, str(tmp_path))
+    data = nl_data.load_data(c, str(tmp_path))
     train = data["human"][1]["train"]
     moves = train["actions"][np.arange(train["actions"].shape[1]) < train["num_moves"][:, None]]
     assert set(np.unique(moves)) == {grid.TURNLEFT, grid.TURNRIGHT, grid.FORWARD}

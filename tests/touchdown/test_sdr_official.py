@@ -15,7 +15,7 @@ import pytest
 from experiments.touchdown_sdr import train
 from experiments.touchdown_sdr.configs import default
 from tests.helpers import override
-from ttw_jax.touchdown.sdr import official
+from ttw_jax.touchdown.sdr import official, training_data as sdr_data
 from ttw_jax.touchdown.sdr.models import build_sdr_model, lingunet_num_params
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "data", "official_lingunet.npz")
@@ -121,7 +121,7 @@ def test_the_trainer_evaluates_an_imported_checkpoint(tmp_path):
     from ttw_jax.touchdown.sdr.stream import write_synthetic_release
     manual = str(tmp_path / "release")
     write_synthetic_release(manual, 40, seed=1, shape=(10, 56, 8))
-    vocab = train.official_vocabulary(manual)
+    vocab = sdr_data.official_vocabulary(manual)
     model = official.OfficialLingUNet(len(vocab), 2, 8, 8, 1, 16, 8)
     params = model.init(jax.random.key(3), jnp.ones((2, 4), jnp.int32), jnp.full((2,), 4),
                         jnp.ones((2, 10, 56, 8)))

@@ -10,6 +10,7 @@ from experiments.touchdown_sdr import train
 from experiments.touchdown_sdr.configs import default, paper
 from tests.experiments.contract import TrainerContract
 from tests.helpers import override
+from ttw_jax.touchdown.sdr import training_data as sdr_data
 
 
 class TestTrainer(TrainerContract):
@@ -44,7 +45,7 @@ class TestTrainer(TrainerContract):
 def test_tune_split_holds_out_whole_descriptions():
     split = {"route_id": np.repeat(np.arange(50), 2), "center": np.zeros((100, 2)),
              "text": [str(i) for i in range(100)]}
-    rest, tune = train.split_tune(split, 0.1, seed=0)
+    rest, tune = sdr_data.split_tune(split, 0.1, seed=0)
     assert len(np.unique(tune["route_id"])) == 5 and len(tune["text"]) == 10
     assert not set(tune["route_id"]) & set(rest["route_id"])
 

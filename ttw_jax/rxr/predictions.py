@@ -22,7 +22,7 @@ import numpy as np
 from ttw_jax.core import paths
 from ttw_jax.core.pano_graph import NodeTable, PanoGraph
 from ttw_jax.rxr.metrics import path_metrics
-from ttw_jax.rxr.records import R2R_IDS_PER_PATH
+from ttw_jax.rxr.records import ANNOTATORS, R2R_IDS_PER_PATH
 
 FORMATS = ("r2r", "rxr")
 
@@ -189,3 +189,42 @@ def score_predictions(predictions: Mapping[int, Sequence[str]],
     per = jax.jit(path_metrics, static_argnums=(5,))(
         paths, lengths, episodes["path"], episodes["path_len"], geodesic, success_radius)
     return {k: float(jnp.mean(v)) for k, v in per.items()}
+
+
+def prediction_files(split: str, annotators: np.ndarray,
+                     policy: str = "") -> dict[str, np.ndarray]:
+    """{file name: episode mask} of the leaderboard files of `split`'s episodes (their annotator
+    ids, `records.ANNOTATORS`): `predictions_<split>.json` (R2R's format, R2R instructions) or
+    `.jsonl` (RxR's); one file per annotator, `predictions_<split>_<annotator>.jsonl`, when
+    several annotators' paths are scored, so every file holds each instruction_id once. A `/` in
+    a split name (`r2r/val_seen`) becomes `_`; a `policy` other than the agent's (a baseline)
+    is added to the stem (`predictions_test_random_walk.json`)."""
+    stem = f"predictions_{split.replace('/', '_')}" + (
+        f"_{policy.replace('/', '-')}" if policy else "")
+    present = sorted(set(np.asarray(annotators).tolist()))
+    if present == [ANNOTATORS.index("r2r")]:
+        return {f"{stem}.json": np.ones(len(annotators), bool)}
+    if len(present) <= 1:
+        return {f"{stem}.jsonl": np.ones(len(annotators), bool)}
+    return {f"{stem}_{ANNOTATORS[a]}.jsonl": np.asarray(annotators) == a for a in present}
+
+
+def write_split_predictions(workdir: str, split: str, data: dict, per_episode: dict,
+                            policy: str = "") -> list:
+    """Writes a policy's paths on `split` as leaderboard files in `workdir`
+    (`prediction_files`); returns their names. A withheld split's file is first checked
+    against the leaderboard's format and the split's complete id set."""
+    eps = data["episodes"][split]
+    names = []
+    for name, mask in prediction_files(split, eps["annotator"], policy).items():
+        fmt = "r2r" if name.endswith(".json") else "rxr"
+        sub_eps = {k: eps[k][mask] for k in ("instruction_id", "path_id", "heading")}
+        rows = prediction_rows(per_episode["path"][mask],
+                                           per_episode["path_len"][mask], sub_eps,
+                                           data["nodes"], data["graph"], fmt)
+        if split in data["complete_ids"]:
+            check_leaderboard(rows, fmt, data["complete_ids"][split],
+                                          f"{name} ({split})")
+        write_predictions(paths.resolve(workdir) / name, rows, fmt)
+        names.append(name)
+    return names

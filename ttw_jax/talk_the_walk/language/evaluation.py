@@ -6,12 +6,14 @@ Walks with T = 0 are padded to one (unused) move so every tourist program has a 
 """
 from __future__ import annotations
 
-from typing import Callable
+import functools
+from typing import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ttw_jax.core.chunks import map_in_chunks
 from ttw_jax.talk_the_walk.full_task import full_task_episodes, run_full_task
 from ttw_jax.talk_the_walk.language import tourist as nl_tourist
 from ttw_jax.talk_the_walk.language.losses import choose_T, logits_at_T, utterance_message
@@ -126,3 +128,57 @@ def evaluate_full_task(tourist, tourist_params, guide, guide_params, tables: dic
 
 def accuracy(correct: np.ndarray) -> float:
     return float(np.mean(correct)) if len(correct) else float("nan")
+
+
+def make_guide_evaluator(guide, batch_size: int, predict_T: bool):
+    """evaluate(params, examples) -> {accuracy, expected_T} over host examples (message,
+    message_len, landmarks, target and, unless `predict_T`, T) in chunks of `batch_size`;
+    expected_T is the mean over examples of E[T] under the guide's T head."""
+    @jax.jit
+    def stats(params, batch):
+        return guide_stats(guide, params, batch, None if predict_T else batch["T"])
+
+    def evaluate(params, examples) -> dict:
+        out = map_in_chunks(lambda b, _: stats(params, b), examples,
+                            ("message", "message_len", "landmarks", "target", "T"), batch_size,
+                            jax.random.key(0))
+        return {"accuracy": accuracy(out["correct"]),
+                "expected_T": float(out["expected_T"].mean())}
+
+    return evaluate
+
+
+@functools.partial(jax.jit, static_argnames=("tourist", "decode", "max_len", "beam_size"))
+def _generated_batch(tourist, tp, batch, key, decode, max_len, beam_size):
+    return generated_batch(tourist, tp, batch, key, decode, max_len, beam_size)
+
+
+def make_generator(tourist, max_len: int, batch_size: int, beam_size: int):
+    """generate(tourist_params, walks, decode, key, beam_size=beam_size) -> host guide inputs
+    (utterances of at most `max_len` words) for host `walks` (random walks, or human trajectories
+    with num_moves and T), decoded in chunks of `batch_size`; one compiled program per decoding
+    mode and beam size."""
+    default_beam = beam_size
+
+    def generate(tp, walks: dict, decode: str, key, beam_size: int | None = None) -> dict:
+        beam = default_beam if beam_size is None else beam_size
+        gen = lambda b, k: _generated_batch(tourist, tp, b, k, decode, max_len, beam)
+        return map_in_chunks(gen, walks,
+                             ("obs", "actions", "num_moves", "T", "landmarks", "target"),
+                             batch_size, key)
+
+    return generate
+
+
+def evaluate_generated(evaluate, generate, gparams, tparams, walks: dict, key,
+                       beam_sizes: Sequence[int]) -> dict:
+    """{split: {decode: accuracy}} of a generated-utterance guide (`evaluate`, from
+    `make_guide_evaluator`) reading the utterances `generate` (`make_generator`) makes for
+    `walks` of each split, and `beam_sizes`: {split: {beam size: accuracy}} for each of
+    `beam_sizes` (Table 12)."""
+    result = {s: {d: evaluate(gparams, generate(tparams, w, d, key))["accuracy"]
+                  for d in DECODES} for s, w in walks.items()}
+    result["beam_sizes"] = {s: {str(k): evaluate(gparams, generate(
+        tparams, w, "beam", key, beam_size=k))["accuracy"] for k in beam_sizes}
+        for s, w in walks.items()}
+    return result
