@@ -45,7 +45,8 @@ from ttw_jax.talk_the_walk import maps, walks as localization
 from ttw_jax.talk_the_walk.language import (dialogues as td, evaluation as language,
                                             losses as nl_losses)
 from ttw_jax.talk_the_walk.language.guide import ACTION_CHAINS, MASK_HEADS, T_INPUTS
-from ttw_jax.talk_the_walk.language.models import build_guide, build_tourist, init_guide
+from ttw_jax.talk_the_walk.language.models import (build_guide, build_tourist, generator,
+                                                   init_guide)
 from ttw_jax.talk_the_walk.language.report import format_results, format_samples
 from ttw_jax.talk_the_walk.language.training_data import (
     HUMAN_KEYS, VOCABS, human_trajectories, ints, load_data, take, walk_epoch_size, walk_kwargs,
@@ -244,8 +245,7 @@ def train_generated_guide(run: Run, data, tourist, tparams: list, keys: list, T:
 
     walks = [walk_sets(config, data, T, jax.random.fold_in(key, 2)) for key in keys]
     evaluate = language.make_guide_evaluator(guide, config.eval.batch_size, predict_T=False)
-    generate = language.make_generator(tourist, config.data.generated_len,
-                                       config.eval.batch_size, config.eval.beam_size)
+    generate = generator(config, tourist)
     valid = [generate(tp, w["valid"], decode, jax.random.fold_in(key, 3))
              for tp, w, key in zip(tparams, walks, keys)]
     loss_fn = nl_losses.guide_loss(guide.apply, "fixed")
@@ -274,8 +274,7 @@ def train_human_trajectory_guide(run: Run, data, tourist, tparams: list, keys: l
     params = [init_guide(guide, jax.random.fold_in(key, 0), config.data.generated_len + 1, k)
               for key in keys]
     walks = human_trajectories(config, data)
-    generate = language.make_generator(tourist, config.data.generated_len,
-                                       config.eval.batch_size, config.eval.beam_size)
+    generate = generator(config, tourist)
     decode = config.generated.decode
     cached = [{s: generate(tp, walks[s], decode, jax.random.fold_in(key, 3))
                for s in ("train", "valid")} for tp, key in zip(tparams, keys)]
@@ -315,8 +314,7 @@ def fine_tune_tourist(run: Run, data, tourist, tparams: list, guide, gparams: li
     sample = lambda k_step: jax.lax.with_sharding_constraint(make_walks(k_step, train_table),
                                                              dp.batch_sharded(mesh))
     evaluate = language.make_guide_evaluator(guide, config.eval.batch_size, predict_T=False)
-    generate = language.make_generator(tourist, config.data.generated_len,
-                                       config.eval.batch_size, config.eval.beam_size)
+    generate = generator(config, tourist)
 
     def accuracy_with(tp, i, split, decode, draw=5):
         """Seed i's guide on its walks of `split`, reading tourist params `tp`."""

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from experiments.ttw_language import train as nl_train
-from ttw_jax.talk_the_walk.language import training_data as nl_data
 from experiments.ttw_language.configs import default as nl_default
 from ttw_jax.core.train import data_parallel as dp
+from ttw_jax.talk_the_walk.language import training_data as nl_data
 
 
 def test_epochs_resolve_to_steps_one_validation_an_epoch_and_no_early_stop():

@@ -219,12 +219,10 @@ def write_split_predictions(workdir: str, split: str, data: dict, per_episode: d
     for name, mask in prediction_files(split, eps["annotator"], policy).items():
         fmt = "r2r" if name.endswith(".json") else "rxr"
         sub_eps = {k: eps[k][mask] for k in ("instruction_id", "path_id", "heading")}
-        rows = prediction_rows(per_episode["path"][mask],
-                                           per_episode["path_len"][mask], sub_eps,
-                                           data["nodes"], data["graph"], fmt)
+        rows = prediction_rows(per_episode["path"][mask], per_episode["path_len"][mask],
+                               sub_eps, data["nodes"], data["graph"], fmt)
         if split in data["complete_ids"]:
-            check_leaderboard(rows, fmt, data["complete_ids"][split],
-                                          f"{name} ({split})")
+            check_leaderboard(rows, fmt, data["complete_ids"][split], f"{name} ({split})")
         write_predictions(paths.resolve(workdir) / name, rows, fmt)
         names.append(name)
     return names

@@ -1,11 +1,12 @@
-"""The natural-language tourist and guides of a trainer config (`experiments/ttw_language`)."""
+"""The natural-language tourist and guides of a trainer config (`experiments/ttw_language`), and
+the tourist's utterance generator at the config's sizes."""
 from __future__ import annotations
 
 import jax.numpy as jnp
 
 from ttw_jax.core.train.precision import with_dtype
 from ttw_jax.talk_the_walk import env as grid, maps
-from ttw_jax.talk_the_walk.language import dialogues as td
+from ttw_jax.talk_the_walk.language import dialogues as td, evaluation as language
 from ttw_jax.talk_the_walk.language.guide import NLGuide
 from ttw_jax.talk_the_walk.language.tourist import NLTourist
 
@@ -41,3 +42,10 @@ def init_guide(guide, key, message_len: int, k: int):
     b = 2
     return guide.init(key, jnp.zeros((b, message_len), jnp.int32), jnp.ones((b,), jnp.int32),
                       jnp.zeros((b, maps.WINDOW, maps.WINDOW, k), jnp.int32))["params"]
+
+
+def generator(config, tourist):
+    """`evaluation.make_generator` for `tourist` with the config's utterance length
+    (`data.generated_len`), chunk size (`eval.batch_size`) and beam size (`eval.beam_size`)."""
+    return language.make_generator(tourist, config.data.generated_len, config.eval.batch_size,
+                                   config.eval.beam_size)

@@ -7,6 +7,7 @@ import numpy as np
 
 from ttw_jax.talk_the_walk import maps
 from ttw_jax.talk_the_walk.language import dialogues as td, evaluation as language
+from ttw_jax.talk_the_walk.language.models import generator
 from ttw_jax.talk_the_walk.language.training_data import human_trajectories, ints
 
 
@@ -19,9 +20,7 @@ def format_samples(config, data, tourist, tparams, pg_params, key) -> str:
     `generated.Ts`), the observed landmarks, the moves, the human utterance and the tourist's
     greedy / sampled / beam-search utterances (and the policy-gradient tourist's when it was
     trained)."""
-    vocab = data["vocab"]
-    generate = language.make_generator(tourist, config.data.generated_len,
-                                       config.eval.batch_size, config.eval.beam_size)
+    vocab, generate = data["vocab"], generator(config, tourist)
     move_names = td.move_names(config.data.orientation_aware)
     walks = human_trajectories(config, data)["test"]
     examples = data["examples"]["test"]
