@@ -10,6 +10,20 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                            " --xla_force_host_platform_device_count=8"
                            " --xla_cpu_collective_call_warn_stuck_timeout_seconds=120"
                            " --xla_cpu_collective_call_terminate_timeout_seconds=900").strip()
+# Most of XLA's optimisations off (LLVM at -O0, its expensive passes skipped) unless
+# JAX_DISABLE_MOST_OPTIMIZATIONS says otherwise: the suite's time is mostly compiling small
+# programs, and LLVM's passes take much of each compile (a trivial jitted function: 99 -> 75 ms,
+# a 3-layer gradient: 184 -> 146 ms). A test whose many steps repay the optimisations turns them
+# on (`xla_optimizations(True)`; the slow tests under `fast_compile_unless_slow`, a trainer's
+# `xla_optimized`).
+os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
+# XLA:CPU's older fusion emitters (`--xla_cpu_use_fusion_emitters=false`) unless XLA_FLAGS names
+# them: the newer ones build an MLIR context per program, which costs a small program about half
+# its XLA compile (`experiments.benchmarks.compile_overhead`, optimisations off: a trivial
+# function 27.5 -> 14.7 ms, a 3-layer gradient 63.8 -> 32.6 ms); on five model-test modules
+# (79 tests, the large overfit programs with the optimisations on included) 286 s -> 212 s.
+if "--xla_cpu_use_fusion_emitters" not in os.environ["XLA_FLAGS"]:
+    os.environ["XLA_FLAGS"] += " --xla_cpu_use_fusion_emitters=false"
 # A persistent compilation cache for the session, shared by the pytest-xdist workers (they inherit
 # the variable): the trainer tests compile the same programs again when they crash and resume a
 # run, and that recompilation dominated their time. The process that made it removes it.

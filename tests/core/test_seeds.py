@@ -170,7 +170,12 @@ def test_seeds_that_do_not_fit_in_memory_train_in_turn(tmp_path, caplog):
     assert "trains its 2 seeds one after another (2 seeds in one program need" in caplog.text
     assert not json.loads((tmp_path / "apart" / "sweep.json").read_text())["parallel"]
     together = train(config(n=2), tmp_path / "together")       # no limit: one program
-    assert apart["summary"] == together["summary"]
+    # the vmapped step's batched matmuls may round differently from the plain ones (with XLA's
+    # optimisations off, dev/w0's mean 1.0736361 against 1.0736360, its std over the seeds
+    # 0.0336416 against 0.0336417): equal to 1e-5 relative
+    assert apart["summary"].keys() == together["summary"].keys()
+    for k, v in together["summary"].items():
+        assert apart["summary"][k] == pytest.approx(v, rel=1e-5), k
     with pytest.raises(seeds.SeedsApart):
         train(config(n=2), tmp_path / "refused", memory_limit=one)
     train(config(n=2), tmp_path / "fits", memory_limit=100 * one)

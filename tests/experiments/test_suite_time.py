@@ -53,3 +53,18 @@ def test_the_test_harness_writes_the_log(tmp_path):
     assert rows and all(set(r) == {"test", "wall", "trace", "lower", "compile", "cache_read",
                                    "programs"} for r in rows)
     assert any(r["programs"] > 0 and r["compile"] > 0 for r in rows)
+
+
+def test_the_compile_overhead_benchmark_times_every_program_both_ways(tmp_path):
+    """`experiments.benchmarks.compile_overhead` at 2 programs: a row per function and setting,
+    each with the pipeline's parts inside its wall time, and the optimisations restored."""
+    import jax
+    from experiments.benchmarks import compile_overhead
+    before = jax.config.read("jax_disable_most_optimizations")
+    out = compile_overhead.main(["--programs=2", f"--out={tmp_path / 'o.json'}"])
+    assert json.loads((tmp_path / "o.json").read_text()) == out
+    assert [(r["program"], r["optimized"]) for r in out["rows"]] == [
+        ("trivial", True), ("trivial", False), ("mlp_grad", True), ("mlp_grad", False)]
+    for r in out["rows"]:
+        assert 0 < r["compile"] and r["trace"] + r["lower"] + r["compile"] <= r["wall"] + 0.2
+    assert jax.config.read("jax_disable_most_optimizations") == before
