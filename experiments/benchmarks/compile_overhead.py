@@ -50,11 +50,13 @@ def measure(name: str, programs: int, optimized: bool) -> dict:
     try:
         jax.block_until_ready(call(1))            # warm-up: imports, the first compile
         monitoring.register_event_duration_secs_listener(listen)
-        start = time.perf_counter()
-        for n in range(2, programs + 2):
-            jax.block_until_ready(call(n))
-        wall = time.perf_counter() - start
-        monitoring.unregister_event_duration_listener(listen)
+        try:
+            start = time.perf_counter()
+            for n in range(2, programs + 2):
+                jax.block_until_ready(call(n))
+            wall = time.perf_counter() - start
+        finally:
+            monitoring.unregister_event_duration_listener(listen)
     finally:
         jax.config.update("jax_disable_most_optimizations", old[0])
         jax.config.update("jax_enable_compilation_cache", old[1])

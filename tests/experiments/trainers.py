@@ -27,9 +27,9 @@ class Trainer:
     resumable: bool = True                      # checkpoints and resumes (else reruns from scratch)
     xla_optimized: bool = False                 # XLA optimisations on in its runs (off is the
                                                 # suite's default): only where the run time they
-                                                # save outweighs their compile time (on for RxR
-                                                # and ArraMon until their trainer tests, both
-                                                # classes: 405 s with, 326 s without)
+                                                # save outweighs their compile time (RxR and
+                                                # ArraMon are off: their trainer tests took
+                                                # 405 s with them, 326 s without)
     parallel_seeds: bool = False                # on the seed axis (config.num_seeds in one program)
     # The tiny runs train on one of the 8 fake devices (`config.num_devices`): on 2 cores the 8
     # devices' threads took a trainer test about twice as long (tests/touchdown/test_nav_train.py,
