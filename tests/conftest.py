@@ -13,9 +13,11 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
 # Most of XLA's optimisations off (LLVM at -O0, its expensive passes skipped) unless
 # JAX_DISABLE_MOST_OPTIMIZATIONS says otherwise: the suite's time is mostly compiling small
 # programs, and LLVM's passes take much of each compile (`experiments.benchmarks.compile_overhead`:
-# XLA's part for a trivial function 66.4 -> 27.5 ms, a 3-layer gradient 131.7 -> 63.8 ms). A test whose many steps repay the optimisations turns them
-# on (`xla_optimizations(True)`; the slow tests under `fast_compile_unless_slow`, a trainer's
-# `xla_optimized`).
+# XLA's part for a trivial function 66.4 -> 27.5 ms, a 3-layer gradient 131.7 -> 63.8 ms). A run
+# whose steps repay the optimisations turns them on (`xla_optimizations(True)`, a trainer's
+# `xla_optimized`): Touchdown's CNN agents above all, whose gradient convolutions XLA emits as
+# its own loops (tests/touchdown/test_extraction.py's RGB run, one device: 93 s without, 45 s
+# with).
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 # XLA:CPU's older fusion emitters (`--xla_cpu_use_fusion_emitters=false`) unless XLA_FLAGS names
 # them: the newer ones build an MLIR context per program, which costs a small program about half
@@ -172,17 +174,17 @@ def xla_optimizations(enabled: bool):
 @pytest.fixture(scope="module")
 def fast_compile():
     """For modules of tiny models, where compilation dominates the time: skips most XLA
-    optimisations for the module (`pytestmark = pytest.mark.usefixtures("fast_compile")`)."""
+    optimisations for the module (`pytestmark = pytest.mark.usefixtures("fast_compile")`), also
+    when the session turns them on (JAX_DISABLE_MOST_OPTIMIZATIONS=0)."""
     with xla_optimizations(False):
         yield
 
 
 @pytest.fixture
 def fast_compile_unless_slow(request):
-    """The same per test, except for tests marked slow (overfitting, end-to-end): those run many
-    steps, where XLA's optimisations pay for themselves, and keep their tuned numerics
-    (`pytestmark = pytest.mark.usefixtures("fast_compile_unless_slow")`) -- unless marked
-    `fast_compile` too (slow only to compile: one step of a whole system, compared two ways)."""
+    """The same per test, except for tests marked slow (overfitting, end-to-end), which compile
+    as the session does (`pytestmark = pytest.mark.usefixtures("fast_compile_unless_slow")`;
+    the session's default is off) -- unless marked `fast_compile` too."""
     if (request.node.get_closest_marker("slow") is not None
             and request.node.get_closest_marker("fast_compile") is None):
         yield

@@ -46,11 +46,10 @@ DATA = {
     "ttw_language": dict(tfds_config="synthetic_real_maps", manual_dir="ttw/maps"),
 }
 PATH_KEYS = ("manual_dir", "graph_dir", "connectivity_dir", "maps_dir")
-# A few steps of full-sized models, then an evaluation. XLA's optimisations are off where compiling
-# is most of the time (ArraMon, Talk The Walk: measured faster so) and on where the evaluation's
-# rollouts are (Touchdown navigation's 800 routes: 61 s against 109 s with them off; R2R's
-# val_seen: 75 s against 144 s), with a fresh compilation cache each
-# (experiments/benchmarks/README.md#test-suite-time).
+# A few steps of full-sized models, then an evaluation, with XLA's optimisations off (the suite's
+# default; `fast_compile` keeps them off where the session turns them on): compiling is most of
+# the time in ArraMon and Talk The Walk, and the real-data emergent test took 86 s off against
+# 87 s on (experiments/benchmarks/README.md#test-suite-time).
 fast_compile = pytest.mark.usefixtures("fast_compile")
 
 
