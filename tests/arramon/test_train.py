@@ -71,7 +71,7 @@ class TestTrainer(TrainerContract):
 
     def test_baselines_mode_runs_the_random_walk_and_the_shortest_path(self, tfds_dir, tmp_path):
         c = ARRAMON.config(tfds_dir, mode="baselines", eval__baselines="random,shortest_path",
-                           eval__baseline_seeds=2)   # horizon 40: the synthetic gold takes <= 33
+                           eval__baseline_seeds=2, eval__horizon=40)   # the gold takes <= 33
         res = train.train_and_evaluate(c, str(tmp_path))
         assert "best_step" not in res and not (tmp_path / "checkpoints").exists()
         rnd, gold = res["val_unseen"]["random"], res["val_unseen"]["shortest_path"]

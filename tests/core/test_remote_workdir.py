@@ -4,7 +4,8 @@ The bucket is a fake: fsspec's `gs` / `gcs` protocols served from a local folder
 reads and writes), and orbax's TensorStore kvstore for `gs://` paths pointed at the same folder
 (what the checkpoints' arrays go through). Everything the trainers write must land in that folder
 under the bucket's path, nothing in a local `gs:` folder, and a run killed and resumed there must
-give the results of the same run in a local workdir.
+give the results of the same run in a local workdir: the emergent trainer's contract test resumes
+in the bucket (`TrainerContract.resume_in_bucket`, tests/talk_the_walk/test_emergent_train.py).
 """
 import json
 import os
@@ -13,9 +14,7 @@ from unittest import mock
 import fsspec
 import pytest
 
-from tests.conftest import ROOT, xla_optimizations
-from tests.experiments.contract import crash_after
-from tests.experiments.trainers import TRAINERS, run_dir
+from tests.conftest import ROOT
 from tests.helpers import Crash, bucket  # noqa: F401 (a fixture)
 from ttw_jax.core import paths
 
@@ -43,30 +42,6 @@ def test_atomic_writes_to_a_bucket_and_locally(tmp_path, bucket):
     assert (bucket / "b" / "x" / "a.json").read_text() == "{}"
     assert (tmp_path / "a.json").read_text() == "[]"
     assert sorted(os.listdir(tmp_path)) == ["a.json", "gcs"]   # no temporary file left
-
-
-@pytest.mark.slow
-def test_a_run_killed_and_resumed_in_a_bucket_matches_a_local_run(trained, tfds_dir, bucket,
-                                                                  tmp_path, learning_seed):
-    trainer = TRAINERS["ttw_emergent"]
-    _, expected = trained("ttw_emergent")
-    workdir = "gs://ttw-runs/exp"
-    with xla_optimizations(trainer.xla_optimized):
-        with pytest.raises(Crash):
-            trainer.train.train_and_evaluate(trainer.config(tfds_dir, learning_seed), workdir,
-                                             hooks=[crash_after(trainer.crash_after)])
-        local = bucket / "ttw-runs" / "exp"
-        assert sorted(os.listdir(os.path.join(run_dir(str(local), trainer), "checkpoints"))) \
-            == list(trainer.checkpoints_at_crash)
-        resumed = trainer.train.train_and_evaluate(trainer.config(tfds_dir, learning_seed), workdir)
-    assert resumed == expected
-    for output in trainer.outputs:
-        assert (local / output).exists(), output
-    assert json.loads((local / "results.json").read_text()) == json.loads(json.dumps(expected))
-    assert os.listdir(local / "tensorboard")
-    steps = [json.loads(line)["step"] for line in (local / "metrics.jsonl").read_text().splitlines()]
-    assert steps == sorted(steps) and len(steps) == len(set(steps))
-    assert not os.path.exists(os.path.join(ROOT, "gs:")) and not os.path.exists("gs:")
 
 
 def test_manual_files_in_a_bucket_are_fingerprinted(bucket):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from ttw_jax.core.train import seeds
-from tests.conftest import xla_optimizations
+from tests.conftest import ROOT, xla_optimizations
 from tests.experiments.trainers import TRAINERS, run_dir
 from tests.helpers import Crash
 
@@ -57,6 +57,7 @@ def check_results_schema(results: dict) -> None:
 @pytest.mark.slow
 class TrainerContract:
     name: str = ""   # experiments.<name>
+    resume_in_bucket: bool = False   # the resume test's workdir is a fake bucket's (`gs://`)
 
     @pytest.fixture(autouse=True)
     def compiled_like_the_shared_run(self):
@@ -80,25 +81,36 @@ class TrainerContract:
         assert evals == list(trainer.eval_steps)
 
     def test_killed_run_resumes_to_the_same_result(self, trained, tfds_dir, tmp_path,
-                                                   learning_seed):
+                                                   learning_seed, request):
+        """In `tmp_path`, or with `resume_in_bucket` in the fake bucket's `gs://ttw-runs/exp`
+        (`tests.helpers.bucket`, a fixture the module imports): every output lands there, in
+        the bucket's folder, and none in a local `gs:` folder."""
         trainer = TRAINERS[self.name]
         _, expected = trained(self.name)
-        workdir = str(tmp_path)
+        workdir = local = str(tmp_path)
+        if self.resume_in_bucket:
+            workdir = "gs://ttw-runs/exp"
+            local = str(request.getfixturevalue("bucket") / "ttw-runs" / "exp")
         if trainer.resumable:
             with pytest.raises(Crash):
                 trainer.train.train_and_evaluate(trainer.config(tfds_dir, learning_seed), workdir,
                                                  hooks=[crash_after(trainer.crash_after)])
-            checkpoints = os.path.join(run_dir(workdir, trainer), "checkpoints")
+            checkpoints = os.path.join(run_dir(local, trainer), "checkpoints")
             assert sorted(os.listdir(checkpoints)) == list(trainer.checkpoints_at_crash)
         else:   # no checkpoints: a rerun in the same workdir starts again, same results
             trainer.train.train_and_evaluate(trainer.config(tfds_dir, learning_seed), workdir)
         resumed = trainer.train.train_and_evaluate(trainer.config(tfds_dir, learning_seed), workdir)
         assert resumed == expected
         for output in trainer.outputs:      # e.g. a figure of a best step from before the crash
-            assert os.path.exists(os.path.join(workdir, output)), output
-        with open(os.path.join(run_dir(workdir, trainer), "metrics.jsonl")) as f:
+            assert os.path.exists(os.path.join(local, output)), output
+        with open(os.path.join(local, "results.json")) as f:
+            assert json.load(f) == json.loads(json.dumps(expected))
+        with open(os.path.join(run_dir(local, trainer), "metrics.jsonl")) as f:
             steps = [json.loads(line)["step"] for line in f]
         assert steps == sorted(steps) and len(steps) == len(set(steps))
+        if self.resume_in_bucket:
+            assert os.listdir(os.path.join(local, "tensorboard"))
+            assert not os.path.exists(os.path.join(ROOT, "gs:")) and not os.path.exists("gs:")
 
     def test_workdir_refuses_another_config(self, trained, tfds_dir, learning_seed):
         trainer = TRAINERS[self.name]
@@ -111,12 +123,11 @@ class TrainerContract:
     def test_seeds_in_one_program_give_the_separate_runs(self, trained, tfds_dir, tmp_path,
                                                         learning_seed):
         """`num_seeds=2` (killed mid-training, then resumed): each seed's results.json equals its
-        separate run's, and the table holds their mean. The two seeds train on 2 groups of 4 of
-        the 8 devices (`dp.seed_mesh`), each seed's batch over 4 devices where its separate run
-        spreads it over 8, and the vmapped step's batched matmuls may round differently from
-        the plain ones (a default-sized navigation run on one CPU device: losses equal to 2e-7
-        relative, outcomes apart after 300 steps), so numbers are compared to 1e-4 and counts
-        (steps, episodes) exactly."""
+        separate run's, and the table holds their mean. The two seeds train on the tiny config's
+        one device (`dp.seed_mesh`: one group holding both seeds), and the vmapped step's
+        batched matmuls may round differently from the plain ones (a default-sized navigation
+        run on one CPU device: losses equal to 2e-7 relative, outcomes apart after 300 steps),
+        so numbers are compared to 1e-4 and counts (steps, episodes) exactly."""
         trainer = TRAINERS[self.name]
         if not trainer.parallel_seeds:
             pytest.skip(f"{self.name} trains its seeds one after another")

@@ -10,6 +10,7 @@ import pytest
 from tests.conftest import xla_optimizations
 from tests.experiments.contract import TrainerContract
 from tests.experiments.trainers import TRAINERS
+from tests.helpers import bucket  # noqa: F401 (a fixture: the contract's resume test's)
 from ttw_jax.core.train import data_parallel as dp
 from ttw_jax.talk_the_walk import env as grid, maps, walks
 
@@ -18,6 +19,7 @@ EMERGENT = TRAINERS["ttw_emergent"]
 
 class TestTrainer(TrainerContract):
     name = "ttw_emergent"
+    resume_in_bucket = True    # the trainers' run killed and resumed in a bucket (the contract)
 
     def test_results_lie_between_chance_and_the_upper_bound(self, trained, learned):
         """Measured over 11 runs (seeds 0-4; 0-2 under --xla_cpu_max_isa=AVX2 and AVX;
