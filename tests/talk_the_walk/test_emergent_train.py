@@ -19,7 +19,7 @@ EMERGENT = TRAINERS["ttw_emergent"]
 
 class TestTrainer(TrainerContract):
     name = "ttw_emergent"
-    resume_in_bucket = True    # the trainers' run killed and resumed in a bucket (the contract)
+    resume_in_bucket = True    # its contract resume test runs in the fake bucket (`gs://`)
 
     def test_results_lie_between_chance_and_the_upper_bound(self, trained, learned):
         """Measured over 11 runs (seeds 0-4; 0-2 under --xla_cpu_max_isa=AVX2 and AVX;
